@@ -1,0 +1,86 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Reason codes of dead letters. They are the values of the reason label of
+// the dead-letter metric and of the Agentq-Dlq-Reason-Code header.
+const (
+	ReasonDecode         = "decode"          // not a CloudEvent in either content mode
+	ReasonOversize       = "oversize"        // payload over the configured limit
+	ReasonTenantMismatch = "tenant_mismatch" // tenantid extension differs from the subject's tenant token
+	ReasonUnknownType    = "unknown_type"    // no schema for the event type, or type does not match subject
+	ReasonSchema         = "schema"          // data does not match the type's schema
+	ReasonPermanent      = "permanent"       // the handler said the event can never succeed
+	ReasonPanic          = "panic"           // the handler panicked on this event alone
+	ReasonMaxDeliver     = "max_deliver"     // transient failures until the delivery limit
+)
+
+// permanentError marks an error that retrying cannot fix.
+type permanentError struct {
+	code string
+	err  error
+}
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as permanent: the runner terminates the message and
+// dead-letters it instead of retrying. Errors not marked are transient.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{code: ReasonPermanent, err: err}
+}
+
+// Permanentf is Permanent(fmt.Errorf(format, args...)).
+func Permanentf(format string, args ...any) error {
+	return Permanent(fmt.Errorf(format, args...))
+}
+
+// rejectf builds a permanent error with a specific reason code.
+func rejectf(code, format string, args ...any) error {
+	return &permanentError{code: code, err: fmt.Errorf(format, args...)}
+}
+
+// IsPermanent reports whether err (or anything it wraps) was marked permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+// reasonCode returns the dead-letter reason code of a permanent error.
+func reasonCode(err error) string {
+	var p *permanentError
+	if errors.As(err, &p) {
+		return p.code
+	}
+	return ReasonPermanent
+}
+
+// unavailableError marks a dependency outage.
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string { return e.err.Error() }
+func (e *unavailableError) Unwrap() error { return e.err }
+
+// Unavailable marks err as an outage of a dependency (the database is
+// unreachable, say): the event is fine and must wait, however long the
+// outage lasts. The runner naks it with backoff and pauses fetching, and
+// such deliveries do not count toward the dead-letter limit.
+func Unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &unavailableError{err: err}
+}
+
+// IsUnavailable reports whether err (or anything it wraps) was marked as a
+// dependency outage.
+func IsUnavailable(err error) bool {
+	var u *unavailableError
+	return errors.As(err, &u)
+}
