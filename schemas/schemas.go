@@ -1,0 +1,450 @@
+// Package schemas holds agentq's public event contract: one JSON Schema
+// (draft 2020-12) per CloudEvents type, describing the event's data, and a
+// Registry that validates event data against them.
+//
+// The schema files are embedded in the package and compiled once by Load;
+// nothing is fetched from the network. A CloudEvents type
+// agentq.<domain>.<event>.v<N> is described by the file
+// <domain>.<event>.v<N>.json, whose $id (returned by URL) is
+// https://agentq.dev/schemas/<domain>.<event>.v<N>.json. See README.md in
+// this directory for the contract agents rely on.
+package schemas
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/big"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+//go:embed *.json
+var files embed.FS
+
+const (
+	// baseURL prefixes every schema's $id.
+	baseURL = "https://agentq.dev/schemas/"
+	// typePrefix prefixes every agentq CloudEvents type.
+	typePrefix = "agentq."
+	// draft2020 is the only $schema the contract uses.
+	draft2020 = "https://json-schema.org/draft/2020-12/schema"
+
+	// maxListed bounds how many problems ValidationError.Error lists.
+	maxListed = 5
+	// maxProblemLen bounds one problem line, in runes.
+	maxProblemLen = 200
+	// maxValueLen bounds a quoted instance value inside a problem line, in runes.
+	maxValueLen = 40
+)
+
+// nameRE matches a schema name (file name without .json), which is also the
+// CloudEvents type without its "agentq." prefix.
+var nameRE = regexp.MustCompile(`^[a-z][a-z_]*\.[a-z][a-z_]*\.v[1-9][0-9]*$`)
+
+// ErrUnknownType is returned, wrapped, by Registry.Validate for a
+// CloudEvents type that has no schema.
+var ErrUnknownType = errors.New("schemas: unknown event type")
+
+// printer renders the validator's messages.
+var printer = message.NewPrinter(language.English)
+
+// Registry validates event data against the schema of its CloudEvents type.
+// Safe for concurrent use.
+type Registry struct {
+	schemas map[string]*jsonschema.Schema // by CloudEvents type
+	types   []string                      // sorted keys of schemas
+}
+
+// Load compiles every embedded schema. Its error names the file at fault.
+// Compile once at start-up and share the Registry: Load is slow compared
+// with Validate.
+func Load() (*Registry, error) {
+	return load(files)
+}
+
+// load compiles every *.json schema at the top of fsys.
+func load(fsys fs.FS) (*Registry, error) {
+	names, err := fs.Glob(fsys, "*.json")
+	if err != nil {
+		return nil, fmt.Errorf("schemas: list embedded files: %w", err)
+	}
+	if len(names) == 0 {
+		return nil, errors.New("schemas: no schema files")
+	}
+	slices.Sort(names) // deterministic compile order, hence deterministic errors
+
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat() // date-time fields are checked, not just annotated
+	c.UseLoader(offlineLoader{})
+
+	ids := make(map[string]string, len(names)) // file -> $id
+	for _, file := range names {
+		id, doc, err := readSchema(fsys, file)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.AddResource(id, doc); err != nil {
+			return nil, fmt.Errorf("schemas: %s: %w", file, err)
+		}
+		ids[file] = id
+	}
+
+	r := &Registry{schemas: make(map[string]*jsonschema.Schema, len(names))}
+	for _, file := range names {
+		sch, err := c.Compile(ids[file])
+		if err != nil {
+			return nil, fmt.Errorf("schemas: compile %s: %w", file, err)
+		}
+		typ := typePrefix + strings.TrimSuffix(file, ".json")
+		r.schemas[typ] = sch
+		r.types = append(r.types, typ)
+	}
+	slices.Sort(r.types)
+	return r, nil
+}
+
+// readSchema parses one embedded file and checks that its name, $schema and
+// $id agree with the contract's naming rules.
+func readSchema(fsys fs.FS, file string) (id string, doc any, err error) {
+	name := strings.TrimSuffix(file, ".json")
+	if !nameRE.MatchString(name) {
+		return "", nil, fmt.Errorf("schemas: %s: file name must be <domain>.<event>.v<N>.json", file)
+	}
+	b, err := fs.ReadFile(fsys, file)
+	if err != nil {
+		return "", nil, fmt.Errorf("schemas: read %s: %w", file, err)
+	}
+	doc, err = jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		return "", nil, fmt.Errorf("schemas: parse %s: %w", file, err)
+	}
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return "", nil, fmt.Errorf("schemas: %s: not a JSON object", file)
+	}
+	if got := obj["$schema"]; got != draft2020 {
+		return "", nil, fmt.Errorf("schemas: %s: $schema is %v, want %s", file, got, draft2020)
+	}
+	id = baseURL + file
+	if got := obj["$id"]; got != id {
+		return "", nil, fmt.Errorf("schemas: %s: $id is %v, want %s", file, got, id)
+	}
+	return id, doc, nil
+}
+
+// offlineLoader refuses every URL, so compiling can never reach the network
+// or the file system: all schemas are registered as resources up front, and
+// the draft 2020-12 meta-schemas are built into the jsonschema library.
+type offlineLoader struct{}
+
+func (offlineLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("schemas: refusing to load %s: only embedded schemas are available", url)
+}
+
+// Validate checks data, the JSON data of a CloudEvent of type eventType,
+// against that type's schema. It returns nil when data conforms, an error
+// wrapping ErrUnknownType when eventType has no schema, and a
+// *ValidationError when data is not JSON, not a JSON object, or does not
+// conform.
+func (r *Registry) Validate(eventType string, data []byte) error {
+	sch, ok := r.schemas[eventType]
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknownType, eventType)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return &ValidationError{Type: eventType, Problems: []string{"not valid JSON: empty data"}}
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		return &ValidationError{Type: eventType, Problems: []string{truncate("not valid JSON: "+err.Error(), maxProblemLen)}}
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return &ValidationError{Type: eventType, Problems: []string{"/: got " + jsonType(v) + ", want object"}}
+	}
+	if err := sch.Validate(v); err != nil {
+		var verr *jsonschema.ValidationError
+		if !errors.As(err, &verr) {
+			return &ValidationError{Type: eventType, Problems: []string{truncate(err.Error(), maxProblemLen)}}
+		}
+		return &ValidationError{Type: eventType, Problems: problems(verr)}
+	}
+	return nil
+}
+
+// Has reports whether eventType has a schema.
+func (r *Registry) Has(eventType string) bool {
+	_, ok := r.schemas[eventType]
+	return ok
+}
+
+// Types returns the CloudEvents types that have a schema, sorted, e.g.
+// "agentq.tool.executed.v1". The caller may modify the returned slice.
+func (r *Registry) Types() []string {
+	return slices.Clone(r.types)
+}
+
+// URL returns the $id of eventType's schema, to be used as the CloudEvents
+// dataschema attribute: for "agentq.tool.executed.v1" it is
+// "https://agentq.dev/schemas/tool.executed.v1.json". It returns "" when
+// eventType is not of the form agentq.<domain>.<event>.v<N>; it does not
+// check that a schema exists (see Registry.Has).
+func URL(eventType string) string {
+	name, ok := strings.CutPrefix(eventType, typePrefix)
+	if !ok || !nameRE.MatchString(name) {
+		return ""
+	}
+	return baseURL + name + ".json"
+}
+
+// ValidationError reports why event data does not match its schema.
+type ValidationError struct {
+	// Type is the CloudEvents type the data was validated against.
+	Type string
+	// Problems holds one readable line per problem, sorted, each of the form
+	// "<JSON pointer>: <what is wrong>", e.g. "/success: got string, want
+	// boolean" or "/tool_name: missing"; "/" is the data object itself.
+	Problems []string
+}
+
+// Error returns one line listing at most 5 problems.
+func (e *ValidationError) Error() string {
+	var sb strings.Builder
+	sb.WriteString("data does not match ")
+	sb.WriteString(e.Type)
+	sb.WriteString(": ")
+	n := min(len(e.Problems), maxListed)
+	sb.WriteString(strings.Join(e.Problems[:n], "; "))
+	if more := len(e.Problems) - n; more > 0 {
+		fmt.Fprintf(&sb, "; and %d more", more)
+	}
+	return sb.String()
+}
+
+// problem is one entry of a ValidationError before rendering.
+type problem struct {
+	path string               // JSON pointer of the offending value
+	msg  string               // what is wrong with it
+	kind jsonschema.ErrorKind // the failed keyword; nil for a combined anyOf/oneOf line
+}
+
+func (p problem) String() string {
+	return truncate(p.path, maxProblemLen) + ": " + p.msg
+}
+
+// problems flattens the validator's error tree into sorted, distinct,
+// bounded lines.
+func problems(verr *jsonschema.ValidationError) []string {
+	var ps []problem
+	collect(verr, &ps)
+
+	// The contract's patterns repeat their length bounds; when a value breaks
+	// a length bound, report that alone, it is the clearer message.
+	lengthAt := map[string]bool{}
+	for _, p := range ps {
+		switch p.kind.(type) {
+		case *kind.MinLength, *kind.MaxLength:
+			lengthAt[p.path] = true
+		}
+	}
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		if _, ok := p.kind.(*kind.Pattern); ok && lengthAt[p.path] {
+			continue
+		}
+		out = append(out, truncate(p.String(), maxProblemLen))
+	}
+	if len(out) == 0 { // never expected; keep the error informative anyway
+		out = append(out, truncate(strings.ReplaceAll(verr.Error(), "\n", " "), maxProblemLen))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// collect appends the problems of one node of the validator's error tree.
+func collect(e *jsonschema.ValidationError, out *[]problem) {
+	switch k := e.ErrorKind.(type) {
+	case *kind.Required:
+		for _, name := range k.Missing {
+			*out = append(*out, problem{pointer(e.InstanceLocation, name), "missing", k})
+		}
+		return
+	case *kind.AdditionalProperties:
+		for _, name := range k.Properties {
+			*out = append(*out, problem{pointer(e.InstanceLocation, name), "not allowed", k})
+		}
+		return
+	case *kind.AnyOf, *kind.OneOf:
+		if len(e.Causes) > 0 {
+			*out = append(*out, alternatives(e))
+			return
+		}
+	}
+	if len(e.Causes) == 0 {
+		*out = append(*out, problem{pointer(e.InstanceLocation), leafMessage(e.ErrorKind), e.ErrorKind})
+		return
+	}
+	for _, c := range e.Causes {
+		collect(c, out)
+	}
+}
+
+// alternatives renders a failed anyOf/oneOf as one problem. When every
+// alternative failed only for missing properties (the contract's "this or
+// that is required"), it reads e.g. "/prompt_hash or /prompt_id and
+// /version: missing".
+func alternatives(e *jsonschema.ValidationError) problem {
+	alts := make([][]problem, 0, len(e.Causes))
+	onlyMissing := true
+	for _, c := range e.Causes {
+		var sub []problem
+		collect(c, &sub)
+		for _, p := range sub {
+			if _, ok := p.kind.(*kind.Required); !ok {
+				onlyMissing = false
+			}
+		}
+		alts = append(alts, sub)
+	}
+	parts := make([]string, 0, len(alts))
+	for _, sub := range alts {
+		var lines []string
+		for _, p := range sub {
+			if onlyMissing {
+				lines = append(lines, p.path)
+			} else {
+				lines = append(lines, p.String())
+			}
+		}
+		slices.Sort(lines)
+		if onlyMissing {
+			parts = append(parts, strings.Join(slices.Compact(lines), " and "))
+		} else {
+			parts = append(parts, strings.Join(slices.Compact(lines), ", "))
+		}
+	}
+	if onlyMissing {
+		return problem{strings.Join(parts, " or "), "missing", nil}
+	}
+	return problem{pointer(e.InstanceLocation), "matches no alternative: " + strings.Join(parts, " | "), nil}
+}
+
+// leafMessage describes one failed keyword as "got X, want Y". It keeps
+// quoted instance values short, since they come from untrusted data.
+func leafMessage(k jsonschema.ErrorKind) string {
+	switch k := k.(type) {
+	case *kind.Pattern:
+		return fmt.Sprintf("%s does not match pattern %s", quoteShort(k.Got), k.Want)
+	case *kind.Format:
+		return fmt.Sprintf("%s is not a valid %s", quoteShort(fmt.Sprint(k.Got)), k.Want)
+	case *kind.Enum:
+		return fmt.Sprintf("got %s, want one of %s", display(k.Got), displayList(k.Want))
+	case *kind.Const:
+		return fmt.Sprintf("got %s, want %s", display(k.Got), display(k.Want))
+	case *kind.Minimum:
+		return fmt.Sprintf("got %s, want >= %s", ratString(k.Got), ratString(k.Want))
+	case *kind.Maximum:
+		return fmt.Sprintf("got %s, want <= %s", ratString(k.Got), ratString(k.Want))
+	case *kind.ExclusiveMinimum:
+		return fmt.Sprintf("got %s, want > %s", ratString(k.Got), ratString(k.Want))
+	case *kind.ExclusiveMaximum:
+		return fmt.Sprintf("got %s, want < %s", ratString(k.Got), ratString(k.Want))
+	case *kind.MinLength:
+		return fmt.Sprintf("got %d characters, want at least %d", k.Got, k.Want)
+	case *kind.MaxLength:
+		return fmt.Sprintf("got %d characters, want at most %d", k.Got, k.Want)
+	case *kind.MinItems:
+		return fmt.Sprintf("got %d items, want at least %d", k.Got, k.Want)
+	case *kind.MaxItems:
+		return fmt.Sprintf("got %d items, want at most %d", k.Got, k.Want)
+	}
+	return k.LocalizedString(printer)
+}
+
+// display renders an instance or schema value briefly: strings quoted and
+// shortened, other scalars as JSON, arrays and objects by type.
+func display(v any) string {
+	switch v := v.(type) {
+	case string:
+		return quoteShort(v)
+	case []any, map[string]any:
+		return jsonType(v)
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+func displayList(vs []any) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = display(v)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func ratString(r *big.Rat) string {
+	if r.IsInt() {
+		return r.Num().String()
+	}
+	f, _ := r.Float64()
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
+// pointerEscaper escapes one JSON pointer token (RFC 6901).
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+// pointer renders an instance location, plus optional child tokens, as a
+// JSON pointer; the root is "/".
+func pointer(loc []string, more ...string) string {
+	if len(loc)+len(more) == 0 {
+		return "/"
+	}
+	var sb strings.Builder
+	for _, tok := range slices.Concat(loc, more) {
+		sb.WriteByte('/')
+		sb.WriteString(pointerEscaper.Replace(tok))
+	}
+	return sb.String()
+}
+
+func quoteShort(s string) string {
+	return strconv.Quote(truncate(s, maxValueLen))
+}
+
+// truncate cuts s to at most n runes, marking the cut with "...".
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-3]) + "..."
+}
+
+// jsonType names the JSON type of a value decoded by jsonschema.UnmarshalJSON.
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	default:
+		return "number"
+	}
+}
