@@ -180,31 +180,10 @@ func (r *Runner) EnsureConsumer(ctx context.Context) (jetstream.Consumer, error)
 
 // Run consumes until ctx ends, then stops fetching, finishes the batch in
 // hand within the grace period, naks what is buffered so another copy can
-// take it, and returns. It returns an error only if it cannot start.
+// take it, and returns. It returns an error only if it cannot start. If the
+// durable consumer disappears (an operator's replay deletes it), Run
+// recreates it and goes on from where the new consumer starts.
 func (r *Runner) Run(ctx context.Context) error {
-	cons, err := r.EnsureConsumer(ctx)
-	if err != nil {
-		return err
-	}
-	buffer := 2 * r.opts.BatchSize
-	in := make(chan jetstream.Msg, buffer)
-	stopping := make(chan struct{})
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		select {
-		case in <- m:
-		case <-stopping:
-			_ = m.Nak()
-		}
-	},
-		jetstream.PullMaxMessages(buffer),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			r.log.Warn().Err(err).Msg("consume")
-		}))
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", r.opts.Consumer, err)
-	}
-	r.log.Info().Strs("subjects", r.opts.Subjects).Int("batch", r.opts.BatchSize).Msg("consumer started")
-
 	// hard ends the handler's work Grace after ctx ends.
 	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHard()
@@ -222,17 +201,62 @@ func (r *Runner) Run(ctx context.Context) error {
 		case <-hard.Done():
 		}
 	}()
+	for first := true; ; first = false {
+		cons, err := r.EnsureConsumer(ctx)
+		if err != nil {
+			if !first && ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if done, err := r.consume(ctx, hard, cons); done || err != nil {
+			return err
+		}
+		r.log.Warn().Msg("consumer went away; recreating it")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// consume runs one Consume session. It returns done when ctx ended, and
+// done=false when the session closed under it.
+func (r *Runner) consume(ctx, hard context.Context, cons jetstream.Consumer) (done bool, err error) {
+	buffer := 2 * r.opts.BatchSize
+	in := make(chan jetstream.Msg, buffer)
+	stopping := make(chan struct{})
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case in <- m:
+		case <-stopping:
+			_ = m.Nak()
+		}
+	},
+		jetstream.PullMaxMessages(buffer),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			r.log.Warn().Err(err).Msg("consume")
+		}))
+	if err != nil {
+		return false, fmt.Errorf("consume %s: %w", r.opts.Consumer, err)
+	}
+	r.log.Info().Strs("subjects", r.opts.Subjects).Int("batch", r.opts.BatchSize).Msg("consumer started")
+	defer func() {
+		cc.Stop()
+		close(stopping)
+		r.nakBuffered(in)
+	}()
 
 	batch := make([]jetstream.Msg, 0, r.opts.BatchSize)
 	for {
 		batch = batch[:0]
 		select {
 		case <-ctx.Done():
-			cc.Stop()
-			close(stopping)
-			r.nakBuffered(in)
 			r.log.Info().Msg("consumer stopped")
-			return nil
+			return true, nil
+		case <-cc.Closed():
+			return false, nil
 		case m := <-in:
 			batch = append(batch, m)
 		}

@@ -1,0 +1,178 @@
+// Package config reads agentq's configuration from AGENTQ_* environment
+// variables into a validated Config. Nothing below main reads the
+// environment: main passes os.Getenv (tests pass a map's lookup).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentq/agentq/internal/bus"
+)
+
+// Provider is an OpenAI-compatible HTTP endpoint. An empty BaseURL selects
+// the built-in offline implementation.
+type Provider struct {
+	BaseURL string
+	Model   string
+	APIKey  string
+}
+
+// Config is the whole configuration of an agentq binary.
+type Config struct {
+	NATSURL       string            // AGENTQ_NATS_URL
+	DatabaseURL   string            // AGENTQ_DATABASE_URL; empty: dev database (agentq dev and tests only)
+	LogLevel      string            // AGENTQ_LOG_LEVEL
+	LogFormat     string            // AGENTQ_LOG_FORMAT: json, console or auto
+	MetricsAddr   string            // AGENTQ_METRICS_ADDR; empty disables
+	Stream        bus.StreamOptions // AGENTQ_STREAM_*
+	MaxDeliver    int               // AGENTQ_MAX_DELIVER
+	AckWait       time.Duration     // AGENTQ_ACK_WAIT
+	MaxPayload    int               // AGENTQ_MAX_PAYLOAD
+	ShutdownGrace time.Duration     // AGENTQ_SHUTDOWN_GRACE
+	BatchSize     int               // AGENTQ_BATCH_SIZE
+	DataDir       string            // AGENTQ_DATA_DIR (agentq dev)
+	NATSListen    string            // AGENTQ_NATS_LISTEN (agentq dev's embedded server)
+	LLM           Provider          // AGENTQ_LLM_*
+	Embed         Provider          // AGENTQ_EMBED_*
+}
+
+// Var documents one environment variable.
+type Var struct {
+	Name, Default, Help string
+}
+
+// Vars lists every variable with its default, in README order.
+var Vars = []Var{
+	{"AGENTQ_NATS_URL", "nats://127.0.0.1:4222", "NATS server(s) to connect to, comma-separated"},
+	{"AGENTQ_DATABASE_URL", "", "Postgres with pgvector; empty: agentq dev and the tests start the PGlite dev database"},
+	{"AGENTQ_LOG_LEVEL", "info", "trace, debug, info, warn or error"},
+	{"AGENTQ_LOG_FORMAT", "auto", "json, console, or auto (console on a terminal, else json)"},
+	{"AGENTQ_METRICS_ADDR", ":9090", "address of /metrics and /healthz; empty disables"},
+	{"AGENTQ_STREAM_REPLICAS", "1", "replicas of AGENTQ and AGENTQ_DLQ (3 on a cluster)"},
+	{"AGENTQ_STREAM_MAX_AGE", "0", "how long the streams keep events; 0 keeps them forever (replay needs history)"},
+	{"AGENTQ_STREAM_MAX_BYTES", "-1", "size limit of each stream in bytes; -1 is unlimited"},
+	{"AGENTQ_STREAM_DUPLICATE_WINDOW", "2m", "how long JetStream remembers Nats-Msg-Id to drop duplicate publishes"},
+	{"AGENTQ_MAX_DELIVER", "5", "deliveries of a failing event before it is dead-lettered"},
+	{"AGENTQ_ACK_WAIT", "30s", "how long JetStream waits for an ack before redelivering"},
+	{"AGENTQ_MAX_PAYLOAD", "1048576", "largest event data accepted, in bytes; larger is dead-lettered"},
+	{"AGENTQ_SHUTDOWN_GRACE", "10s", "how long a stopping consumer may finish the batch in hand"},
+	{"AGENTQ_BATCH_SIZE", "500", "most events a consumer handles in one transaction"},
+	{"AGENTQ_DATA_DIR", ".agentq", "agentq dev: where the embedded NATS and dev database keep data"},
+	{"AGENTQ_NATS_LISTEN", "127.0.0.1:4222", "agentq dev: where the embedded NATS server listens"},
+	{"AGENTQ_LLM_BASE_URL", "", "OpenAI-compatible chat endpoint for the rater and lab; empty: rule-based rater"},
+	{"AGENTQ_LLM_MODEL", "", "chat model name"},
+	{"AGENTQ_LLM_API_KEY", "", "chat API key"},
+	{"AGENTQ_EMBED_BASE_URL", "", "OpenAI-compatible embeddings endpoint; empty: built-in lexical embedder"},
+	{"AGENTQ_EMBED_MODEL", "", "embedding model name"},
+	{"AGENTQ_EMBED_API_KEY", "", "embeddings API key"},
+}
+
+// Load reads the configuration through getenv (os.Getenv in main) and
+// validates it.
+func Load(getenv func(string) string) (Config, error) {
+	get := func(name string) string {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			return v
+		}
+		for _, v := range Vars {
+			if v.Name == name {
+				return v.Default
+			}
+		}
+		return ""
+	}
+	var errs []error
+	num := func(name string) int {
+		n, err := strconv.Atoi(get(name))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q is not an integer", name, get(name)))
+		}
+		return n
+	}
+	dur := func(name string) time.Duration {
+		s := get(name)
+		if s == "0" {
+			return 0
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q is not a duration like 30s or 720h", name, s))
+		}
+		return d
+	}
+	c := Config{
+		NATSURL:     get("AGENTQ_NATS_URL"),
+		DatabaseURL: get("AGENTQ_DATABASE_URL"),
+		LogLevel:    get("AGENTQ_LOG_LEVEL"),
+		LogFormat:   get("AGENTQ_LOG_FORMAT"),
+		MetricsAddr: get("AGENTQ_METRICS_ADDR"),
+		Stream: bus.StreamOptions{
+			Replicas:   num("AGENTQ_STREAM_REPLICAS"),
+			MaxAge:     dur("AGENTQ_STREAM_MAX_AGE"),
+			MaxBytes:   int64(num("AGENTQ_STREAM_MAX_BYTES")),
+			Duplicates: dur("AGENTQ_STREAM_DUPLICATE_WINDOW"),
+		},
+		MaxDeliver:    num("AGENTQ_MAX_DELIVER"),
+		AckWait:       dur("AGENTQ_ACK_WAIT"),
+		MaxPayload:    num("AGENTQ_MAX_PAYLOAD"),
+		ShutdownGrace: dur("AGENTQ_SHUTDOWN_GRACE"),
+		BatchSize:     num("AGENTQ_BATCH_SIZE"),
+		DataDir:       get("AGENTQ_DATA_DIR"),
+		NATSListen:    get("AGENTQ_NATS_LISTEN"),
+		LLM:           Provider{get("AGENTQ_LLM_BASE_URL"), get("AGENTQ_LLM_MODEL"), get("AGENTQ_LLM_API_KEY")},
+		Embed:         Provider{get("AGENTQ_EMBED_BASE_URL"), get("AGENTQ_EMBED_MODEL"), get("AGENTQ_EMBED_API_KEY")},
+	}
+	if len(errs) == 0 {
+		errs = append(errs, c.Validate())
+	}
+	return c, errors.Join(errs...)
+}
+
+// Validate fails fast on values no binary can run with.
+func (c Config) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(c.NATSURL != "", "AGENTQ_NATS_URL is empty")
+	check(oneOf(c.LogLevel, "trace", "debug", "info", "warn", "error"), "AGENTQ_LOG_LEVEL %q: want trace, debug, info, warn or error", c.LogLevel)
+	check(oneOf(c.LogFormat, "json", "console", "auto"), "AGENTQ_LOG_FORMAT %q: want json, console or auto", c.LogFormat)
+	check(c.Stream.Replicas >= 1 && c.Stream.Replicas <= 5, "AGENTQ_STREAM_REPLICAS %d: want 1..5", c.Stream.Replicas)
+	check(c.Stream.MaxAge >= 0, "AGENTQ_STREAM_MAX_AGE must not be negative")
+	check(c.Stream.MaxBytes == -1 || c.Stream.MaxBytes > 0, "AGENTQ_STREAM_MAX_BYTES %d: want -1 or a positive size", c.Stream.MaxBytes)
+	check(c.Stream.Duplicates > 0, "AGENTQ_STREAM_DUPLICATE_WINDOW must be positive")
+	check(c.MaxDeliver >= 1, "AGENTQ_MAX_DELIVER %d: want at least 1", c.MaxDeliver)
+	check(c.AckWait >= time.Second, "AGENTQ_ACK_WAIT %s: want at least 1s", c.AckWait)
+	check(c.MaxPayload >= 1024, "AGENTQ_MAX_PAYLOAD %d: want at least 1024 bytes", c.MaxPayload)
+	check(c.ShutdownGrace > 0, "AGENTQ_SHUTDOWN_GRACE must be positive")
+	check(c.BatchSize >= 1 && c.BatchSize <= 10000, "AGENTQ_BATCH_SIZE %d: want 1..10000", c.BatchSize)
+	return errors.Join(errs...)
+}
+
+func oneOf(s string, options ...string) bool {
+	for _, o := range options {
+		if s == o {
+			return true
+		}
+	}
+	return false
+}
+
+// Runner returns the runner options of consumer for subjects.
+func (c Config) Runner(consumer string, subjects ...string) bus.RunnerOptions {
+	return bus.RunnerOptions{
+		Consumer:   consumer,
+		Subjects:   subjects,
+		BatchSize:  c.BatchSize,
+		MaxDeliver: c.MaxDeliver,
+		AckWait:    c.AckWait,
+		MaxPayload: c.MaxPayload,
+		Grace:      c.ShutdownGrace,
+	}
+}

@@ -1,0 +1,153 @@
+// Package database opens agentq's Postgres (pgx/v5 pool with the pgvector
+// types registered), applies the embedded migrations under an advisory lock,
+// keeps the inbox that makes consumers' effects exactly-once, and classifies
+// database errors as retry, outage or dead letter.
+package database
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	pgxvec "github.com/pgvector/pgvector-go/pgx"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+	"github.com/rs/zerolog"
+
+	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/migrations"
+)
+
+// Migrate applies every pending migration. Many processes may call it at
+// once: a Postgres session advisory lock lets one apply while the others
+// wait, then find nothing to do.
+func Migrate(ctx context.Context, url string, log zerolog.Logger) error {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return fmt.Errorf("migrate: parse database url: %w", err)
+	}
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS, goose.WithSessionLocker(locker))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	res, err := p.Up(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, r := range res {
+		log.Info().Str("migration", r.Source.Path).Dur("took", r.Duration).Msg("migration applied")
+	}
+	return nil
+}
+
+// Open returns a pool on url with pgvector's types registered on every
+// connection. Run Migrate first: registering fails until the vector
+// extension exists.
+func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		return pgxvec.RegisterTypes(ctx, c)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	return pool, nil
+}
+
+// Classify marks a database error for the runner: an unreachable database is
+// an outage (bus.Unavailable, retried however long it lasts), bad data is
+// permanent (bus.Permanent, dead-lettered), anything else is transient.
+func Classify(err error) error {
+	if err == nil || bus.IsPermanent(err) || bus.IsUnavailable(err) {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case len(pgErr.Code) >= 2 && pgErr.Code[:2] == "08", // connection exception
+			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03", // shutdown, cannot connect now
+			pgErr.Code == "53300": // too many connections
+			return bus.Unavailable(err)
+		case len(pgErr.Code) >= 2 && (pgErr.Code[:2] == "22" || pgErr.Code[:2] == "23"): // data, integrity
+			return bus.Permanent(err)
+		}
+		return err
+	}
+	var netErr net.Error
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) || errors.As(err, &netErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || pgconn.SafeToRetry(err) {
+		return bus.Unavailable(err)
+	}
+	return err
+}
+
+// InboxKey names one event a consumer applied.
+type InboxKey struct {
+	Tenant  string
+	EventID string
+}
+
+// Claim records keys in consumer's inbox inside tx and reports, for each
+// key, whether it is new (true) or was already applied (false) — including
+// a repeat of an earlier key in the same call. Apply the effect only for new
+// keys, in the same transaction, and ack after commit.
+func Claim(ctx context.Context, tx pgx.Tx, consumer string, keys []InboxKey) ([]bool, error) {
+	tenants := make([]string, len(keys))
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		tenants[i], ids[i] = k.Tenant, k.EventID
+	}
+	rows, err := tx.Query(ctx, `
+		INSERT INTO inbox (consumer, tenant_id, event_id)
+		SELECT $1, t, e FROM unnest($2::text[], $3::text[]) AS u(t, e)
+		ON CONFLICT DO NOTHING
+		RETURNING tenant_id, event_id`, consumer, tenants, ids)
+	if err != nil {
+		return nil, fmt.Errorf("inbox claim: %w", err)
+	}
+	inserted := make(map[InboxKey]bool, len(keys))
+	for rows.Next() {
+		var k InboxKey
+		if err := rows.Scan(&k.Tenant, &k.EventID); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("inbox claim: %w", err)
+		}
+		inserted[k] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("inbox claim: %w", err)
+	}
+	fresh := make([]bool, len(keys))
+	for i, k := range keys {
+		if inserted[k] {
+			fresh[i] = true
+			delete(inserted, k) // a repeat in the same call is a duplicate
+		}
+	}
+	return fresh, nil
+}

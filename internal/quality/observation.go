@@ -1,0 +1,176 @@
+package quality
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/agentq/agentq/internal/bus"
+)
+
+// Event types the scorer consumes.
+var (
+	TypeToolExecuted      = bus.Type("tool", "executed")
+	TypePromptUsed        = bus.Type("prompt", "used")
+	TypeFeedbackSubmitted = bus.Type("feedback", "submitted")
+	TypeToolRated         = bus.Type("tool", "rated")
+	TypePromptRated       = bus.Type("prompt", "rated")
+	TypeQualityChanged    = bus.Type("quality", "changed")
+)
+
+// Subjects are the scorer's filter subjects.
+var Subjects = []string{"tool.executed.*", "prompt.used.*", "feedback.submitted.*", "tool.rated.*", "prompt.rated.*"}
+
+type observationKind int
+
+const (
+	obsCall observationKind = iota
+	obsRating
+	obsFeedback
+)
+
+// observation is what one event contributes to one target.
+type observation struct {
+	key        Key
+	kind       observationKind
+	success    bool
+	latencyMs  float64 // -1 when unknown
+	rating     *float64
+	toolName   string
+	promptHash string
+	promptID   string
+	version    int
+}
+
+// target fields shared by the input events.
+type targetFields struct {
+	ToolName   string `json:"tool_name"`
+	PromptHash string `json:"prompt_hash"`
+	PromptID   string `json:"prompt_id"`
+	Version    *int   `json:"version"`
+}
+
+type eventData struct {
+	targetFields
+	Target    string   `json:"target"`
+	Success   *bool    `json:"success"`
+	LatencyMs *float64 `json:"latency_ms"`
+	LLMRating *float64 `json:"llm_rating"`
+	Rating    *float64 `json:"rating"`
+	Thumbs    string   `json:"thumbs"`
+}
+
+// observe turns a validated event into its observation. Errors are
+// permanent: the data passed its schema but still names no target.
+func observe(d *bus.Delivery) (observation, error) {
+	var e eventData
+	if err := json.Unmarshal(d.Event.Data(), &e); err != nil {
+		return observation{}, bus.Permanentf("decode %s data: %w", d.Event.Type(), err)
+	}
+	o := observation{latencyMs: -1}
+	switch d.Event.Type() {
+	case TypeToolExecuted:
+		o.kind = obsCall
+		e.Target = TargetTool
+	case TypePromptUsed:
+		o.kind = obsCall
+		e.Target = TargetPrompt
+	case TypeToolRated:
+		o.kind = obsRating
+		e.Target = TargetTool
+	case TypePromptRated:
+		o.kind = obsRating
+		e.Target = TargetPrompt
+	case TypeFeedbackSubmitted:
+		o.kind = obsFeedback
+	default:
+		return o, bus.Permanentf("scorer does not handle %s", d.Event.Type())
+	}
+	id, err := e.targetID(e.Target)
+	if err != nil {
+		return o, bus.Permanent(err)
+	}
+	o.key = Key{Tenant: d.Tenant, Target: e.Target, ID: id}
+	o.toolName, o.promptHash, o.promptID = e.ToolName, e.PromptHash, e.PromptID
+	if e.Version != nil {
+		o.version = *e.Version
+	}
+	if e.Target == TargetTool {
+		o.promptHash, o.promptID, o.version = "", "", 0
+	} else {
+		o.toolName = ""
+	}
+	switch o.kind {
+	case obsCall:
+		if e.Success == nil {
+			return o, bus.Permanentf("%s without success", d.Event.Type())
+		}
+		o.success = *e.Success
+		if e.LatencyMs != nil && *e.LatencyMs >= 0 {
+			o.latencyMs = *e.LatencyMs
+		}
+		o.rating = e.LLMRating
+	case obsRating:
+		if e.Rating == nil {
+			return o, bus.Permanentf("%s without rating", d.Event.Type())
+		}
+		o.rating = e.Rating
+	case obsFeedback:
+		switch {
+		case e.Rating != nil:
+			o.rating = e.Rating
+		case e.Thumbs == "up":
+			o.rating = ptr(1.0)
+		case e.Thumbs == "down":
+			o.rating = ptr(0.0)
+		default:
+			return o, bus.Permanentf("feedback without rating or thumbs")
+		}
+	}
+	return o, nil
+}
+
+func (e eventData) targetID(target string) (string, error) {
+	switch target {
+	case TargetTool:
+		if e.ToolName == "" {
+			return "", fmt.Errorf("no tool_name")
+		}
+		return e.ToolName, nil
+	case TargetPrompt:
+		if e.PromptHash != "" {
+			return e.PromptHash, nil
+		}
+		if e.PromptID != "" && e.Version != nil {
+			return e.PromptID + "@" + strconv.Itoa(*e.Version), nil
+		}
+		return "", fmt.Errorf("no prompt_hash, nor prompt_id with version")
+	}
+	return "", fmt.Errorf("target %q is neither tool nor prompt", target)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// apply adds o to m.
+func (m *Metrics) apply(o observation, window int) {
+	if m.ToolName == "" {
+		m.ToolName = o.toolName
+	}
+	if m.PromptHash == "" {
+		m.PromptHash = o.promptHash
+	}
+	if m.PromptID == "" {
+		m.PromptID, m.PromptVersion = o.promptID, o.version
+	}
+	switch o.kind {
+	case obsCall:
+		m.Call(o.success, o.latencyMs, window)
+		if o.rating != nil {
+			m.Rate(*o.rating)
+		}
+	case obsRating:
+		m.Rate(*o.rating)
+	case obsFeedback:
+		m.Feedback(*o.rating)
+	}
+}

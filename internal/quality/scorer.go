@@ -1,0 +1,157 @@
+package quality
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/database"
+	"github.com/agentq/agentq/internal/outbox"
+)
+
+// Options configures the scorer.
+type Options struct {
+	// Consumer names the durable consumer and the inbox. Default "scorer".
+	Consumer string
+	// Window is the number of recent calls behind recent_score, 1..64.
+	// Default 20.
+	Window int
+}
+
+func (o Options) withDefaults() Options {
+	if o.Consumer == "" {
+		o.Consumer = "scorer"
+	}
+	if o.Window <= 0 {
+		o.Window = 20
+	}
+	if o.Window > MaxWindow {
+		o.Window = MaxWindow
+	}
+	return o
+}
+
+// Sender publishes committed results. *outbox.Outbox satisfies it.
+type Sender interface {
+	Send(ctx context.Context, evs []event.Event) error
+}
+
+// Scorer applies batches of events to the quality metrics.
+type Scorer struct {
+	pool *pgxpool.Pool
+	out  Sender
+	opts Options
+	log  zerolog.Logger
+}
+
+// NewScorer returns a scorer writing to pool and publishing through out.
+func NewScorer(pool *pgxpool.Pool, out Sender, opts Options, log zerolog.Logger) *Scorer {
+	return &Scorer{pool: pool, out: out, opts: opts.withDefaults(), log: log}
+}
+
+var _ Sender = (*outbox.Outbox)(nil)
+
+// Handle is the scorer's bus.BatchHandler. The whole batch is one
+// transaction: inbox claims, metric updates and the quality.changed events
+// (one per touched target, caused by the target's last event in the batch)
+// commit together; the events are published after commit.
+func (s *Scorer) Handle(ctx context.Context, batch []*bus.Delivery) []error {
+	errs := make([]error, len(batch))
+	obs := make([]observation, len(batch))
+	var valid []int
+	for i, d := range batch {
+		o, err := observe(d)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		obs[i] = o
+		valid = append(valid, i)
+	}
+	if len(valid) == 0 {
+		return errs
+	}
+	results, err := s.apply(ctx, batch, obs, valid)
+	if err != nil {
+		err = database.Classify(err)
+		for _, i := range valid {
+			errs[i] = err
+		}
+		return errs
+	}
+	if err := s.out.Send(ctx, results); err != nil {
+		// Committed: the relay publishes what is left in the outbox.
+		s.log.Warn().Err(err).Int("events", len(results)).Msg("quality.changed left for the outbox relay")
+	}
+	return errs
+}
+
+func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observation, valid []int) ([]event.Event, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+
+	claims := make([]database.InboxKey, len(valid))
+	for j, i := range valid {
+		claims[j] = database.InboxKey{Tenant: batch[i].Tenant, EventID: batch[i].Event.ID()}
+	}
+	fresh, err := database.Claim(ctx, tx, s.opts.Consumer, claims)
+	if err != nil {
+		return nil, err
+	}
+	var keys []Key
+	seen := map[Key]bool{}
+	for j, i := range valid {
+		if k := obs[i].key; fresh[j] && !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, tx.Commit(ctx) // all duplicates: nothing to apply
+	}
+	metrics, err := lockMetrics(ctx, tx, keys)
+	if err != nil {
+		return nil, err
+	}
+	cause := map[Key]event.Event{}
+	for j, i := range valid {
+		if !fresh[j] {
+			continue
+		}
+		m := metrics[obs[i].key]
+		if m == nil {
+			return nil, fmt.Errorf("metrics row for %v vanished", obs[i].key)
+		}
+		m.apply(obs[i], s.opts.Window)
+		m.LastEventID = batch[i].Event.ID()
+		cause[obs[i].key] = batch[i].Event
+	}
+	touched := make([]*Metrics, 0, len(keys))
+	results := make([]event.Event, 0, len(keys))
+	for _, k := range keys { // keys is sorted: results come in a stable order
+		m := metrics[k]
+		touched = append(touched, m)
+		ev, err := bus.NewResult(s.opts.Consumer, TypeQualityChanged, cause[k], m.Changed())
+		if err != nil {
+			return nil, bus.Permanent(err)
+		}
+		results = append(results, ev)
+	}
+	if err := saveMetrics(ctx, tx, touched); err != nil {
+		return nil, err
+	}
+	if err := outbox.Add(ctx, tx, results...); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	return results, nil
+}

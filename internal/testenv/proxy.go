@@ -1,0 +1,117 @@
+package testenv
+
+import (
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+)
+
+// Proxy forwards TCP connections to a target and can be taken down — every
+// live connection cut, new ones refused — and brought back on the same
+// address, so tests can make a database "go away for a while".
+type Proxy struct {
+	target string
+	addr   string
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[net.Conn]struct{}
+}
+
+// StartProxy listens on a free loopback port and forwards to target.
+func StartProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	p := &Proxy{target: target, conns: map[net.Conn]struct{}{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("proxy listen: %v", err)
+	}
+	p.addr = ln.Addr().String()
+	p.serve(ln)
+	t.Cleanup(p.Down)
+	return p
+}
+
+// Addr is the proxy's host:port.
+func (p *Proxy) Addr() string { return p.addr }
+
+// RewriteURL points a database URL at the proxy.
+func (p *Proxy) RewriteURL(t testing.TB, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("parse %s: %v", raw, err)
+	}
+	u.Host = p.addr
+	return u.String()
+}
+
+// Down closes the listener and cuts every connection.
+func (p *Proxy) Down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		_ = p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = map[net.Conn]struct{}{}
+}
+
+// Up listens again on the same address.
+func (p *Proxy) Up(t testing.TB) {
+	t.Helper()
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		t.Fatalf("proxy relisten on %s: %v", p.addr, err)
+	}
+	p.serve(ln)
+}
+
+func (p *Proxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", p.target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			if !p.track(c, up) {
+				return
+			}
+			go p.pipe(c, up)
+			go p.pipe(up, c)
+		}
+	}()
+}
+
+func (p *Proxy) track(conns ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln == nil {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		return false
+	}
+	for _, c := range conns {
+		p.conns[c] = struct{}{}
+	}
+	return true
+}
+
+func (p *Proxy) pipe(dst, src net.Conn) {
+	_, _ = io.Copy(dst, src) // a cut connection is the point of Down
+	_ = dst.Close()
+	_ = src.Close()
+}

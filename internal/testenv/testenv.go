@@ -1,0 +1,171 @@
+// Package testenv gives tests the real parts agentq runs on: an embedded
+// NATS server with JetStream per test, and one Postgres with pgvector per
+// test binary — the database at AGENTQ_DATABASE_URL when it is set, else the
+// PGlite dev database — migrated once. Tests isolate their data by tenant
+// (Tenant gives each test its own), since every table is keyed by tenant.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/agentq/agentq/internal/broker"
+	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/database"
+	"github.com/agentq/agentq/internal/devdb"
+)
+
+// NATS is an embedded server with the agentq streams, and a client on it.
+type NATS struct {
+	Server *broker.Server
+	URL    string
+	NC     *nats.Conn
+	JS     jetstream.JetStream
+}
+
+// StartNATS starts an embedded NATS server on a free port with its store in
+// a temporary directory, ensures the streams, and stops it all at cleanup.
+func StartNATS(t testing.TB) *NATS {
+	t.Helper()
+	return StartNATSIn(t, t.TempDir())
+}
+
+// StartNATSIn is StartNATS with the store in dir, so a test can restart a
+// server on the same data.
+func StartNATSIn(t testing.TB, dir string) *NATS {
+	t.Helper()
+	srv, err := broker.Start(broker.Options{Port: -1, StoreDir: dir, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatalf("start nats: %v", err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatalf("connect nats: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(1024))
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := bus.EnsureStreams(ctx, js, bus.StreamOptions{}); err != nil {
+		t.Fatalf("ensure streams: %v", err)
+	}
+	return &NATS{Server: srv, URL: srv.ClientURL(), NC: nc, JS: js}
+}
+
+var (
+	dbOnce sync.Once
+	dbURL  string
+	dbErr  error
+	dbSrv  *devdb.Server
+)
+
+// DatabaseURL returns the URL of the test database, migrated. The dev
+// database is started once per test binary; Main stops it.
+func DatabaseURL(t testing.TB) string {
+	t.Helper()
+	dbOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		dbURL = os.Getenv("AGENTQ_DATABASE_URL")
+		if dbURL == "" {
+			dbSrv, dbErr = devdb.Start(ctx, devdb.Options{Log: zerolog.Nop()})
+			if dbErr != nil {
+				return
+			}
+			dbURL = dbSrv.URL()
+		}
+		dbErr = database.Migrate(ctx, dbURL, zerolog.Nop())
+	})
+	if dbErr != nil {
+		t.Fatalf("test database: %v", dbErr)
+	}
+	return dbURL
+}
+
+// Pool opens a pool on the test database, closed at cleanup.
+func Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := database.Open(ctx, DatabaseURL(t))
+	if err != nil {
+		t.Fatalf("open pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// Main runs a package's tests and stops the dev database afterwards. Call
+// it from TestMain.
+func Main(m *testing.M) {
+	code := m.Run()
+	if dbSrv != nil {
+		_ = dbSrv.Close()
+	}
+	os.Exit(code)
+}
+
+// Tenant returns a tenant id no other test uses.
+func Tenant(t testing.TB) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return "t" + hex.EncodeToString(b)
+}
+
+// Config returns a configuration for an in-process agentq against nc's
+// server and the test database, with fast retries.
+func Config(t testing.TB, natsURL string) config.Config {
+	t.Helper()
+	cfg, err := config.Load(func(k string) string {
+		switch k {
+		case "AGENTQ_NATS_URL":
+			return natsURL
+		case "AGENTQ_DATABASE_URL":
+			return DatabaseURL(t)
+		case "AGENTQ_METRICS_ADDR":
+			return "-"
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	cfg.MetricsAddr = ""
+	return cfg
+}
+
+// Logger writes to the test log when -v is on, at warn level.
+func Logger(t testing.TB) zerolog.Logger {
+	if !testing.Verbose() {
+		return zerolog.Nop()
+	}
+	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+}
+
+// Eventually polls cond every 50 ms until it holds or timeout passes.
+func Eventually(t testing.TB, timeout time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", timeout, fmt.Sprintf(format, args...))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
