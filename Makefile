@@ -1,0 +1,43 @@
+# agentq — the two commands (see README):
+#   make dev    run agentq on its embedded default (NATS + dev database + consumers)
+#   make test   run the whole test suite (what CI runs)
+
+GO       ?= go
+GOFLAGS  ?=
+export GOFLAGS
+
+.PHONY: dev test test-short race vet fmt bench loadtest build deps clean
+
+# node_modules holds the PGlite dev database (@electric-sql/pglite-socket),
+# pinned by package-lock.json. It is only needed when AGENTQ_DATABASE_URL is
+# unset, but installing it is cheap and keeps both commands self-contained.
+deps: node_modules/.package-lock.json
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+
+dev: deps
+	$(GO) run ./cmd/agentq dev $(ARGS)
+
+test: deps vet
+	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -race -timeout 10m ./internal/chat/ ./internal/bus/ ./schemas/
+
+test-short: deps
+	$(GO) test -short -count=1 ./...
+
+vet:
+	@test -z "$$(gofmt -l . | grep -v node_modules)" || { echo "gofmt needed:"; gofmt -l . | grep -v node_modules; exit 1; }
+	$(GO) vet ./...
+
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/chat/ ./schemas/
+
+# The load generator: raw JetStream consume+ack vs the scorer, one run.
+loadtest: deps
+	$(GO) run ./cmd/agentq bench $(ARGS)
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/ ./cmd/...
+
+clean:
+	rm -rf bin node_modules
