@@ -165,24 +165,15 @@ func Run(ctx context.Context, d *Deps, consumers ...Consumer) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			log := d.Log.With().Str("consumer", c.Name).Logger()
-			if err := c.Run(ctx, d.with(log)); err != nil {
+			if err := c.Run(ctx, d); err != nil {
 				errs[i] = fmt.Errorf("%s: %w", c.Name, err)
-				log.Error().Err(err).Msg("consumer failed")
+				d.Log.Error().Err(err).Str("consumer", c.Name).Msg("consumer failed")
 				cancel() // one failed consumer stops the process; its supervisor restarts it
 			}
 		}()
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// with returns a copy of d logging through log.
-func (d *Deps) with(log zerolog.Logger) *Deps {
-	c := *d
-	c.Log = log
-	c.closers = nil
-	return &c
 }
 
 // ServeMetrics serves /metrics and /healthz on addr until ctx ends.

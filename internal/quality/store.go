@@ -159,3 +159,24 @@ func scanMetrics(rows pgx.Rows) ([]*Metrics, error) {
 	}
 	return out, nil
 }
+
+// Reset deletes the scorer's derived state — metrics and inbox — of one
+// tenant, or of every tenant when tenant is "", so a replay from the
+// stream rebuilds it. Other tenants' events are then recognised by the
+// inbox during the replay and skipped.
+func Reset(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, consumer, tenant string) error {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("reset: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, `DELETE FROM quality_metrics WHERE $1 = '' OR tenant_id = $1`, tenant); err != nil {
+		return fmt.Errorf("reset metrics: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM inbox WHERE consumer = $1 AND ($2 = '' OR tenant_id = $2)`, consumer, tenant); err != nil {
+		return fmt.Errorf("reset inbox: %w", err)
+	}
+	return tx.Commit(ctx)
+}

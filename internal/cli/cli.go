@@ -1,0 +1,97 @@
+// Package cli is the agentq operator command: the all-in-one dev process,
+// migrations, publishing and tailing events, reading dead letters, replays
+// and the load generator. cmd/agentq only hands it the arguments, the
+// environment and the standard streams.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/internal/config"
+)
+
+// Env is what a command may use from its process.
+type Env struct {
+	Args   []string // without the program name
+	Getenv func(string) string
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error
+}
+
+var commands = map[string]command{}
+
+func register(name, summary string, run func(context.Context, Env, config.Config, zerolog.Logger, []string) error) {
+	commands[name] = command{summary, run}
+}
+
+// errUsage means the arguments were wrong; the command printed why.
+var errUsage = errors.New("usage")
+
+// Main runs the command named by e.Args[0] and returns the exit code.
+func Main(e Env) int {
+	if len(e.Args) == 0 || e.Args[0] == "-h" || e.Args[0] == "--help" || e.Args[0] == "help" {
+		usage(e.Stderr)
+		if len(e.Args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands[e.Args[0]]
+	if !ok {
+		fmt.Fprintf(e.Stderr, "agentq: unknown command %q\n\n", e.Args[0])
+		usage(e.Stderr)
+		return 2
+	}
+	cfg, err := config.Load(e.Getenv)
+	if err != nil {
+		fmt.Fprintf(e.Stderr, "agentq: configuration: %v\n", err)
+		return 2
+	}
+	log := app.NewLogger(cfg, e.Stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := cmd.run(ctx, e, cfg, log, e.Args[1:]); err != nil {
+		if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
+			return 2
+		}
+		fmt.Fprintf(e.Stderr, "agentq %s: %v\n", e.Args[0], err)
+		return 1
+	}
+	return 0
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: agentq <command> [flags]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-9s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nConfiguration comes from AGENTQ_* environment variables (see README); run `agentq <command> -h` for flags.")
+}
+
+func flags(name string, e Env) *flag.FlagSet {
+	fs := flag.NewFlagSet("agentq "+name, flag.ContinueOnError)
+	fs.SetOutput(e.Stderr)
+	return fs
+}
