@@ -28,14 +28,14 @@ func init() {
 
 // BenchResult is what one bench run measured.
 type BenchResult struct {
-	Events        int
-	PublishRate   float64 // events/s, async publish with acks
-	RawRate       float64 // events/s, raw JetStream consume + ack of a backlog
-	ScorerRate    float64 // events/s, scorer consume + validate + commit + ack of the same backlog
-	LightP50      time.Duration
-	LightP99      time.Duration
-	LightSamples  int
-	Database      string
+	Events       int
+	PublishRate  float64 // events/s, async publish with acks
+	RawRate      float64 // events/s, raw JetStream consume + ack of a backlog
+	ScorerRate   float64 // events/s, scorer consume + validate + commit + ack of the same backlog
+	LightP50     time.Duration
+	LightP99     time.Duration
+	LightSamples int
+	Database     string
 }
 
 // Ratio is the scorer's rate as a share of raw JetStream consume+ack.

@@ -61,7 +61,7 @@ var Vars = []Var{
 	{"AGENTQ_MAX_PAYLOAD", "1048576", "largest event data accepted, in bytes; larger is dead-lettered"},
 	{"AGENTQ_SHUTDOWN_GRACE", "10s", "how long a stopping consumer may finish the batch in hand"},
 	{"AGENTQ_BATCH_SIZE", "500", "most events a consumer handles in one transaction"},
-	{"AGENTQ_DATA_DIR", ".agentq", "agentq dev: where the embedded NATS and dev database keep data"},
+	{"AGENTQ_DATA_DIR", "", "agentq dev: where the embedded NATS and dev database keep data; empty: a temporary directory removed on exit"},
 	{"AGENTQ_NATS_LISTEN", "127.0.0.1:4222", "agentq dev: where the embedded NATS server listens"},
 	{"AGENTQ_LLM_BASE_URL", "", "OpenAI-compatible chat endpoint for the rater and lab; empty: rule-based rater"},
 	{"AGENTQ_LLM_MODEL", "", "chat model name"},
