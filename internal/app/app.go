@@ -94,7 +94,11 @@ func Start(ctx context.Context, cfg config.Config, name string, log zerolog.Logg
 	}
 	var err error
 	d.NC, err = nats.Connect(cfg.NATSURL, nats.Name("agentq-"+name), nats.MaxReconnects(-1),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn().Err(err).Msg("nats disconnected") }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil { // nil: we closed it
+				log.Warn().Err(err).Msg("nats disconnected")
+			}
+		}),
 		nats.ReconnectHandler(func(c *nats.Conn) { log.Info().Str("url", c.ConnectedUrl()).Msg("nats reconnected") }))
 	if err != nil {
 		return fail(fmt.Errorf("connect to NATS at %s: %w", cfg.NATSURL, err))

@@ -145,6 +145,12 @@ func NewRunner(js jetstream.JetStream, schema Validator, handler BatchHandler, o
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
+	// Export zeros from the start, so dashboards and alerts see the series.
+	metrics.acks.WithLabelValues(opts.Consumer)
+	metrics.naks.WithLabelValues(opts.Consumer)
+	for _, r := range []string{ReasonDecode, ReasonOversize, ReasonTenantMismatch, ReasonUnknownType, ReasonSchema, ReasonPermanent, ReasonPanic, ReasonMaxDeliver} {
+		metrics.deadLetters.WithLabelValues(opts.Consumer, r)
+	}
 	return &Runner{
 		js: js, schema: schema, handler: handler, opts: opts, metrics: metrics,
 		log: log.With().Str("consumer", opts.Consumer).Logger(),

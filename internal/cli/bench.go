@@ -179,8 +179,16 @@ func Bench(ctx context.Context, cfg config.Config, n, light int, log zerolog.Log
 		if _, err := pub.Publish(ctx, ev); err != nil {
 			return res, err
 		}
-		if _, err := sub.NextMsg(10 * time.Second); err != nil {
-			return res, fmt.Errorf("light traffic: no quality.changed: %w", err)
+		// Skip results of the backlog phase still arriving: wait for the
+		// one this event caused.
+		for {
+			m, err := sub.NextMsg(10 * time.Second)
+			if err != nil {
+				return res, fmt.Errorf("light traffic: no quality.changed: %w", err)
+			}
+			if m.Header.Get("ce-causationid") == ev.ID() {
+				break
+			}
 		}
 		lat = append(lat, time.Since(t0))
 		time.Sleep(10 * time.Millisecond)
