@@ -1,0 +1,77 @@
+package config_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/config"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestDefaults(t *testing.T) {
+	cfg, err := config.Load(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, "nats://127.0.0.1:4222", cfg.NATSURL)
+	require.Equal(t, 500, cfg.BatchSize)
+	require.Equal(t, 5, cfg.MaxDeliver)
+	require.Equal(t, 30*time.Second, cfg.AckWait)
+	require.Equal(t, 2*time.Minute, cfg.Stream.Duplicates)
+	require.Equal(t, int64(-1), cfg.Stream.MaxBytes)
+	require.Zero(t, cfg.Stream.MaxAge)
+	r := cfg.Runner("scorer", "tool.executed.*")
+	require.Equal(t, "scorer", r.Consumer)
+	require.Equal(t, cfg.ShutdownGrace, r.Grace)
+}
+
+func TestInvalidValues(t *testing.T) {
+	tests := []struct {
+		name, key, value, want string
+	}{
+		{"batch not a number", "AGENTQ_BATCH_SIZE", "many", "AGENTQ_BATCH_SIZE: \"many\" is not an integer"},
+		{"batch too big", "AGENTQ_BATCH_SIZE", "100000", "AGENTQ_BATCH_SIZE 100000: want 1..10000"},
+		{"bad duration", "AGENTQ_ACK_WAIT", "soon", "AGENTQ_ACK_WAIT: \"soon\" is not a duration"},
+		{"ack wait too short", "AGENTQ_ACK_WAIT", "10ms", "AGENTQ_ACK_WAIT 10ms: want at least 1s"},
+		{"log level", "AGENTQ_LOG_LEVEL", "loud", "AGENTQ_LOG_LEVEL \"loud\""},
+		{"replicas", "AGENTQ_STREAM_REPLICAS", "7", "AGENTQ_STREAM_REPLICAS 7: want 1..5"},
+		{"max bytes", "AGENTQ_STREAM_MAX_BYTES", "0", "AGENTQ_STREAM_MAX_BYTES 0"},
+		{"payload", "AGENTQ_MAX_PAYLOAD", "10", "AGENTQ_MAX_PAYLOAD 10"},
+		{"max deliver", "AGENTQ_MAX_DELIVER", "0", "AGENTQ_MAX_DELIVER 0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Load(env(map[string]string{tc.key: tc.value}))
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestOverrides(t *testing.T) {
+	cfg, err := config.Load(env(map[string]string{
+		"AGENTQ_STREAM_MAX_AGE": "720h", "AGENTQ_STREAM_REPLICAS": "3", "AGENTQ_BATCH_SIZE": " 50 ",
+	}))
+	require.NoError(t, err)
+	require.Equal(t, 720*time.Hour, cfg.Stream.MaxAge)
+	require.Equal(t, 3, cfg.Stream.Replicas)
+	require.Equal(t, 50, cfg.BatchSize)
+}
+
+// The README's configuration table lists every variable with its default.
+func TestREADMEDocumentsEveryVariable(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	readme := string(b)
+	for _, v := range config.Vars {
+		def := "(empty)"
+		if v.Default != "" {
+			def = "`" + v.Default + "`"
+		}
+		require.True(t, strings.Contains(readme, "| `"+v.Name+"` | "+def+" |"), "README lacks a row for %s with default %s", v.Name, def)
+	}
+}
