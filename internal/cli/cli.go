@@ -44,8 +44,17 @@ func register(name, summary string, run func(context.Context, Env, config.Config
 // errUsage means the arguments were wrong; the command printed why.
 var errUsage = errors.New("usage")
 
-// Main runs the command named by e.Args[0] and returns the exit code.
+// Main runs the command named by e.Args[0] until it finishes or SIGINT or
+// SIGTERM arrives, and returns the exit code.
 func Main(e Env) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Run(ctx, e)
+}
+
+// Run runs the command named by e.Args[0] until it finishes or ctx ends, and
+// returns the exit code.
+func Run(ctx context.Context, e Env) int {
 	if len(e.Args) == 0 || e.Args[0] == "-h" || e.Args[0] == "--help" || e.Args[0] == "help" {
 		usage(e.Stderr)
 		if len(e.Args) == 0 {
@@ -65,8 +74,6 @@ func Main(e Env) int {
 		return 2
 	}
 	log := app.NewLogger(cfg, e.Stderr)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if err := cmd.run(ctx, e, cfg, log, e.Args[1:]); err != nil {
 		if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
 			return 2

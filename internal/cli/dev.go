@@ -27,7 +27,7 @@ func init() {
 func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
 	fs := flags("dev", e)
 	data := fs.String("data", cfg.DataDir, "keep NATS and the dev database under this directory (default: a temporary one, removed on exit)")
-	listen := fs.String("nats-listen", cfg.NATSListen, "host:port of the embedded NATS server")
+	listen := fs.String("nats-listen", cfg.NATSListen, "host:port of the embedded NATS server (port 0: any free port)")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -38,6 +38,9 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
 	port, err := strconv.Atoi(portStr)
 	if err != nil {
 		return fmt.Errorf("--nats-listen %q: bad port", *listen)
+	}
+	if port == 0 {
+		port = -1 // any free port
 	}
 	dir, persistent := *data, *data != ""
 	if !persistent {

@@ -1,0 +1,193 @@
+package cli_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/cli"
+	"github.com/agentq/agentq/internal/quality"
+	"github.com/agentq/agentq/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func run(ctx context.Context, env map[string]string, stdin string, args ...string) (code int, stdout, stderr string) {
+	var out, errOut syncBuffer
+	code = cli.Run(ctx, cli.Env{
+		Args: args, Getenv: func(k string) string { return env[k] },
+		Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut,
+	})
+	return code, out.String(), errOut.String()
+}
+
+// The issue's "done when": agentq dev plus a published tool.executed event
+// produces a quality.changed event that a subscriber can see.
+func TestDevPublishTail(t *testing.T) {
+	env := map[string]string{"AGENTQ_DATABASE_URL": testenv.DatabaseURL(t), "AGENTQ_METRICS_ADDR": "", "AGENTQ_LOG_LEVEL": "warn"}
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	devDone := make(chan int, 1)
+	go func() {
+		devDone <- cli.Run(ctx, cli.Env{
+			Args: []string{"dev", "--nats-listen", "127.0.0.1:0"}, Getenv: func(k string) string { return env[k] },
+			Stdin: strings.NewReader(""), Stdout: pw, Stderr: io.Discard,
+		})
+		pw.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case code := <-devDone:
+			require.Equal(t, 0, code, "agentq dev exits 0 on Ctrl-C")
+		case <-time.After(30 * time.Second):
+			t.Error("agentq dev did not stop")
+		}
+	})
+	natsURL := ""
+	sc := bufio.NewScanner(pr)
+	re := regexp.MustCompile(`NATS\s+(nats://\S+)`)
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			natsURL = m[1]
+			break
+		}
+	}
+	require.NotEmpty(t, natsURL, "agentq dev prints how to connect")
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	client := map[string]string{"AGENTQ_NATS_URL": natsURL}
+
+	tailDone := make(chan string, 1)
+	go func() {
+		tctx, tcancel := context.WithTimeout(ctx, 60*time.Second)
+		defer tcancel()
+		_, out, _ := run(tctx, client, "", "tail", "--count", "1", "quality.changed.demo")
+		tailDone <- out
+	}()
+	time.Sleep(500 * time.Millisecond) // let tail subscribe; it only shows new events
+
+	code, out, errOut := run(ctx, client, "", "publish", "--tenant", "demo", "--type", "tool.executed",
+		"--data", `{"tool_name":"web_search","success":true,"latency_ms":120}`)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "published agentq.tool.executed.v1")
+	id := regexp.MustCompile(`id=(\S+)`).FindStringSubmatch(out)[1]
+
+	select {
+	case got := <-tailDone:
+		require.Contains(t, got, "agentq.quality.changed.v1 tenant=demo")
+		require.Contains(t, got, "cause="+id)
+		require.Contains(t, got, `"total_calls":1`)
+		require.Contains(t, got, `"tool_name":"web_search"`)
+	case <-time.After(60 * time.Second):
+		t.Fatal("no quality.changed seen by tail")
+	}
+
+	// Data on stdin, and an invalid event refused before it is sent.
+	code, _, errOut = run(ctx, client, `{"tool_name":"x","success":"yes"}`, "publish", "--tenant", "demo", "--type", "tool.executed")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "/success: got string, want boolean")
+	code, out, _ = run(ctx, client, "", "dlq")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "no dead letters")
+
+	// Replay one tenant while the scorer runs: its state is deleted, the
+	// scorer recreates its consumer from the first sequence and rebuilds
+	// exactly the same state.
+	pool := testenv.Pool(t)
+	tenant := testenv.Tenant(t)
+	for i := range 30 {
+		code, _, errOut := run(ctx, client, "", "publish", "--tenant", tenant, "--type", "tool.executed",
+			"--data", fmt.Sprintf(`{"tool_name":"t%d","success":%v,"latency_ms":%d}`, i%3, i%4 != 0, i))
+		require.Equal(t, 0, code, errOut)
+	}
+	var before []*quality.Metrics
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		before, _ = quality.List(ctx, pool, tenant, "", "")
+		var n int64
+		for _, m := range before {
+			n += m.TotalCalls
+		}
+		return n == 30
+	}, "30 calls scored")
+	replayAt := time.Now()
+	code, out, errOut = run(ctx, map[string]string{"AGENTQ_NATS_URL": natsURL, "AGENTQ_DATABASE_URL": env["AGENTQ_DATABASE_URL"]},
+		"", "replay", "--consumer", "scorer", "--tenant", tenant, "--yes")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "scorer reset for tenant "+tenant)
+	testenv.Eventually(t, 60*time.Second, func() bool {
+		after, err := quality.List(ctx, pool, tenant, "", "")
+		if err != nil || len(after) != len(before) {
+			return false
+		}
+		for i := range after {
+			if !sameChanged(after[i], before[i]) {
+				return false
+			}
+		}
+		return true
+	}, "the running scorer rebuilt the tenant's state")
+	var oldest time.Time
+	require.NoError(t, pool.QueryRow(ctx, `SELECT min(processed_at) FROM inbox WHERE consumer = 'scorer' AND tenant_id = $1`, tenant).Scan(&oldest))
+	require.True(t, oldest.After(replayAt.Add(-time.Second)), "every event was applied again after the replay (oldest inbox row %s, replay at %s)", oldest, replayAt)
+}
+
+func sameChanged(a, b *quality.Metrics) bool {
+	x, y := a.Changed(), b.Changed()
+	return x.TotalCalls == y.TotalCalls && x.Successes == y.Successes && x.QualityScore == y.QualityScore &&
+		x.ConsecutiveFailures == y.ConsecutiveFailures && x.RecentScore == y.RecentScore && *x.AvgLatencyMs == *y.AvgLatencyMs
+}
+
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "usage: agentq <command>"},
+		{[]string{"help"}, 0, "commands:"},
+		{[]string{"nope"}, 2, `unknown command "nope"`},
+		{[]string{"publish"}, 2, "-tenant"},
+		{[]string{"replay", "--consumer", "scorer"}, 2, "--yes"},
+		{[]string{"migrate"}, 1, "AGENTQ_DATABASE_URL is not set"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, errOut := run(context.Background(), nil, "", tc.args...)
+			require.Equal(t, tc.code, code)
+			require.Contains(t, out+errOut, tc.want)
+		})
+	}
+}
+
+func TestBadConfigurationExits2(t *testing.T) {
+	code, _, errOut := run(context.Background(), map[string]string{"AGENTQ_BATCH_SIZE": "lots"}, "", "dlq")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "AGENTQ_BATCH_SIZE")
+}
