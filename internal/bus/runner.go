@@ -231,11 +231,14 @@ func (r *Runner) Run(ctx context.Context) error {
 // done=false when the session closed under it.
 func (r *Runner) consume(ctx, hard context.Context, cons jetstream.Consumer) (done bool, err error) {
 	buffer := 2 * r.opts.BatchSize
-	in := make(chan jetstream.Msg, buffer)
+	in := make(chan prepared, buffer)
 	stopping := make(chan struct{})
 	cc, err := cons.Consume(func(m jetstream.Msg) {
+		// Decoding and validation happen here, on the client's delivery
+		// goroutine, so they overlap with the batch loop's database work.
+		d, err := r.prepare(m)
 		select {
-		case in <- m:
+		case in <- prepared{d, err}:
 		case <-stopping:
 			_ = m.Nak()
 		}
@@ -254,7 +257,7 @@ func (r *Runner) consume(ctx, hard context.Context, cons jetstream.Consumer) (do
 		r.nakBuffered(in)
 	}()
 
-	batch := make([]jetstream.Msg, 0, r.opts.BatchSize)
+	batch := make([]prepared, 0, r.opts.BatchSize)
 	for {
 		batch = batch[:0]
 		select {
@@ -263,8 +266,8 @@ func (r *Runner) consume(ctx, hard context.Context, cons jetstream.Consumer) (do
 			return true, nil
 		case <-cc.Closed():
 			return false, nil
-		case m := <-in:
-			batch = append(batch, m)
+		case p := <-in:
+			batch = append(batch, p)
 		}
 		batch = r.fill(ctx, in, batch)
 		if r.process(hard, batch) {
@@ -280,7 +283,7 @@ func (r *Runner) consume(ctx, hard context.Context, cons jetstream.Consumer) (do
 
 // fill adds what is already buffered (and, with Linger, what arrives soon)
 // to batch, up to BatchSize.
-func (r *Runner) fill(ctx context.Context, in <-chan jetstream.Msg, batch []jetstream.Msg) []jetstream.Msg {
+func (r *Runner) fill(ctx context.Context, in <-chan prepared, batch []prepared) []prepared {
 	var linger <-chan time.Time
 	if r.opts.Linger > 0 {
 		t := time.NewTimer(r.opts.Linger)
@@ -309,11 +312,11 @@ func (r *Runner) fill(ctx context.Context, in <-chan jetstream.Msg, batch []jets
 	return batch
 }
 
-func (r *Runner) nakBuffered(in <-chan jetstream.Msg) {
+func (r *Runner) nakBuffered(in <-chan prepared) {
 	for {
 		select {
-		case m := <-in:
-			_ = m.Nak()
+		case p := <-in:
+			_ = p.d.msg.Nak()
 			r.metrics.naks.WithLabelValues(r.opts.Consumer).Inc()
 		default:
 			return
@@ -321,18 +324,23 @@ func (r *Runner) nakBuffered(in <-chan jetstream.Msg) {
 	}
 }
 
-// process validates a batch, hands the valid events to the handler and
-// settles every message.
-// It reports whether the whole batch failed because a dependency is down.
-func (r *Runner) process(ctx context.Context, msgs []jetstream.Msg) (down bool) {
+// prepared is a message decoded and validated, or the reason it is not.
+type prepared struct {
+	d   *Delivery
+	err error
+}
+
+// process dead-letters the invalid messages of a batch, hands the valid
+// events to the handler and settles every message. It reports whether the
+// whole batch failed because a dependency is down.
+func (r *Runner) process(ctx context.Context, msgs []prepared) (down bool) {
 	batch := make([]*Delivery, 0, len(msgs))
-	for _, m := range msgs {
-		d, err := r.prepare(m)
-		if err != nil {
-			r.deadLetter(ctx, m, d, reasonCode(err), err)
+	for _, p := range msgs {
+		if p.err != nil {
+			r.deadLetter(ctx, p.d.msg, p.d, reasonCode(p.err), p.err)
 			continue
 		}
-		batch = append(batch, d)
+		batch = append(batch, p.d)
 	}
 	if len(batch) == 0 {
 		return false

@@ -82,7 +82,7 @@ func Bench(ctx context.Context, cfg config.Config, n, light int, log zerolog.Log
 	cfg.NATSURL = srv.ClientURL()
 	cfg.MetricsAddr = ""
 	if cfg.DatabaseURL == "" {
-		db, err := devdb.Start(ctx, devdb.Options{Log: zerolog.Nop()})
+		db, err := devdb.Start(ctx, devdb.Options{Dir: cfg.PGliteDir, Log: zerolog.Nop()})
 		if err != nil {
 			return res, err
 		}

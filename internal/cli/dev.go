@@ -61,7 +61,7 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
 
 	dbWhere := "AGENTQ_DATABASE_URL"
 	if cfg.DatabaseURL == "" {
-		opts := devdb.Options{Log: log.With().Str("component", "devdb").Logger()}
+		opts := devdb.Options{Dir: cfg.PGliteDir, Log: log}
 		if persistent {
 			opts.DataDir = filepath.Join(dir, "pglite")
 			dbWhere = "PGlite dev database in " + opts.DataDir

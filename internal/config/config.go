@@ -36,6 +36,7 @@ type Config struct {
 	BatchSize     int               // AGENTQ_BATCH_SIZE
 	DataDir       string            // AGENTQ_DATA_DIR (agentq dev)
 	NATSListen    string            // AGENTQ_NATS_LISTEN (agentq dev's embedded server)
+	PGliteDir     string            // AGENTQ_PGLITE_DIR (agentq dev's dev database)
 	LLM           Provider          // AGENTQ_LLM_*
 	Embed         Provider          // AGENTQ_EMBED_*
 }
@@ -63,6 +64,7 @@ var Vars = []Var{
 	{"AGENTQ_BATCH_SIZE", "500", "most events a consumer handles in one transaction"},
 	{"AGENTQ_DATA_DIR", "", "agentq dev: where the embedded NATS and dev database keep data; empty: a temporary directory removed on exit"},
 	{"AGENTQ_NATS_LISTEN", "127.0.0.1:4222", "agentq dev: where the embedded NATS server listens"},
+	{"AGENTQ_PGLITE_DIR", "", "agentq dev and tests: directory holding node_modules of the dev database; empty: found by walking up from the working directory and the executable"},
 	{"AGENTQ_LLM_BASE_URL", "", "OpenAI-compatible chat endpoint for the rater and lab; empty: rule-based rater"},
 	{"AGENTQ_LLM_MODEL", "", "chat model name"},
 	{"AGENTQ_LLM_API_KEY", "", "chat API key"},
@@ -123,6 +125,7 @@ func Load(getenv func(string) string) (Config, error) {
 		BatchSize:     num("AGENTQ_BATCH_SIZE"),
 		DataDir:       get("AGENTQ_DATA_DIR"),
 		NATSListen:    get("AGENTQ_NATS_LISTEN"),
+		PGliteDir:     get("AGENTQ_PGLITE_DIR"),
 		LLM:           Provider{get("AGENTQ_LLM_BASE_URL"), get("AGENTQ_LLM_MODEL"), get("AGENTQ_LLM_API_KEY")},
 		Embed:         Provider{get("AGENTQ_EMBED_BASE_URL"), get("AGENTQ_EMBED_MODEL"), get("AGENTQ_EMBED_API_KEY")},
 	}

@@ -84,7 +84,11 @@ func DatabaseURL(t testing.TB) string {
 		defer cancel()
 		dbURL = os.Getenv("AGENTQ_DATABASE_URL")
 		if dbURL == "" {
-			dbSrv, dbErr = devdb.Start(ctx, devdb.Options{Log: zerolog.Nop()})
+			log := zerolog.Nop()
+			if os.Getenv("AGENTQ_TEST_DEVDB_LOG") != "" { // debugging aid: the PGlite server's own log
+				log = zerolog.New(os.Stderr).Level(zerolog.DebugLevel).With().Timestamp().Logger()
+			}
+			dbSrv, dbErr = devdb.Start(ctx, devdb.Options{Dir: os.Getenv(devdb.EnvDir), Log: log})
 			if dbErr != nil {
 				return
 			}

@@ -1,0 +1,256 @@
+package devdb
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/pgvector/pgvector-go"
+	pgxvec "github.com/pgvector/pgvector-go/pgx"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+)
+
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func start(t *testing.T, opts Options) *Server {
+	t.Helper()
+	opts.Log = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+	s, err := Start(testCtx(t), opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func TestStartInMemory(t *testing.T) {
+	ctx := testCtx(t)
+	s := start(t, Options{})
+	require.Contains(t, s.URL(), "default_query_exec_mode=exec")
+
+	conn, err := pgx.Connect(ctx, s.URL())
+	require.NoError(t, err)
+	var version string
+	require.NoError(t, conn.QueryRow(ctx, "select version()").Scan(&version))
+	require.Contains(t, version, "PGlite")
+	require.NoError(t, conn.Close(ctx))
+
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Close(), "Close is idempotent")
+}
+
+func TestPersistsAcrossRestart(t *testing.T) {
+	ctx := testCtx(t)
+	dir := t.TempDir()
+
+	s := start(t, Options{DataDir: dir})
+	conn, err := pgx.Connect(ctx, s.URL())
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "create table kept (id int primary key, note text)")
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "insert into kept values ($1, $2)", 1, "survives")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+	require.NoError(t, s.Close())
+
+	s = start(t, Options{DataDir: dir})
+	conn, err = pgx.Connect(ctx, s.URL())
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var note string
+	require.NoError(t, conn.QueryRow(ctx, "select note from kept where id = $1", 1).Scan(&note))
+	require.Equal(t, "survives", note)
+}
+
+func TestPgvectorThroughPool(t *testing.T) {
+	ctx := testCtx(t)
+	s := start(t, Options{})
+
+	// RegisterTypes needs the extension, so create it before the pool.
+	conn, err := pgx.Connect(ctx, s.URL())
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "create extension if not exists vector")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+
+	cfg, err := pgxpool.ParseConfig(s.URL())
+	require.NoError(t, err)
+	cfg.MaxConns = 8
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error { return pgxvec.RegisterTypes(ctx, c) }
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+
+	_, err = pool.Exec(ctx, `create table items (id int primary key, embedding vector(3) not null)`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `create index on items using hnsw (embedding vector_cosine_ops)`)
+	require.NoError(t, err)
+
+	// Insert from several goroutines, so several pool connections are used.
+	vecs := map[int][]float32{1: {1, 0, 0}, 2: {0, 1, 0}, 3: {0, 0, 1}, 4: {1, 1, 0}}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(vecs))
+	for id, v := range vecs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := pool.Exec(ctx, "insert into items values ($1, $2)", id, pgvector.NewVector(v))
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, "set local hnsw.ef_search = 10")
+	require.NoError(t, err)
+	rows, err := tx.Query(ctx, "select id, embedding from items order by embedding <=> $1 limit 2",
+		pgvector.NewVector([]float32{0.9, 0.1, 0}))
+	require.NoError(t, err)
+	var ids []int
+	for rows.Next() {
+		var id int
+		var v pgvector.Vector
+		require.NoError(t, rows.Scan(&id, &v))
+		require.Equal(t, vecs[id], v.Slice())
+		ids = append(ids, id)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []int{1, 4}, ids)
+}
+
+func TestCloseKillsChild(t *testing.T) {
+	s := start(t, Options{})
+	addr := fmt.Sprintf("127.0.0.1:%d", s.Port())
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	require.NoError(t, err)
+	_ = c.Close()
+
+	pid := s.cmd.Process.Pid
+	require.NoError(t, s.Close())
+
+	// Close reaps the child, so the pid no longer names our process.
+	require.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH)
+	_, err = net.DialTimeout("tcp", addr, time.Second)
+	require.Error(t, err, "nothing listens after Close")
+}
+
+func TestCloseWhileClientsConnected(t *testing.T) {
+	ctx := testCtx(t)
+	s := start(t, Options{})
+	pool, err := pgxpool.New(ctx, s.URL())
+	require.NoError(t, err)
+	defer pool.Close()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	// The rollback fails on the cut connection but returns it to the pool,
+	// which pool.Close waits for.
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, "create table t (i int)")
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() { done <- s.Close() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hung with an open transaction")
+	}
+}
+
+func TestMissingNodeModules(t *testing.T) {
+	empty := t.TempDir()
+	_, err := Start(testCtx(t), Options{Dir: empty})
+	require.ErrorIs(t, err, ErrNotInstalled)
+	require.Contains(t, err.Error(), "npm ci")
+	require.Contains(t, err.Error(), "make deps")
+	require.Contains(t, err.Error(), empty)
+}
+
+func TestMissingNodeModulesSearch(t *testing.T) {
+	// Neither the working directory nor the test binary's directory has
+	// node_modules above it, and no override is set.
+	t.Setenv(EnvDir, "")
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	require.NoError(t, os.Chdir(t.TempDir()))
+	t.Cleanup(func() { _ = os.Chdir(wd) })
+
+	_, err = findDir("")
+	if exe, _ := os.Executable(); err == nil {
+		t.Skipf("test binary %s lives under a directory with node_modules", exe)
+	}
+	require.True(t, errors.Is(err, ErrNotInstalled), "got %v", err)
+	require.Contains(t, err.Error(), "npm ci")
+	require.Contains(t, err.Error(), EnvDir)
+}
+
+// TestChildDiesWithParent SIGKILLs a process that started a server (this
+// test binary, re-executed) and expects the node child to go too.
+func TestChildDiesWithParent(t *testing.T) {
+	if os.Getenv("DEVDB_TEST_PARENT") == "1" {
+		s, err := Start(context.Background(), Options{})
+		if err != nil {
+			fmt.Println("ERR", err)
+			os.Exit(1)
+		}
+		fmt.Println("CHILD", s.cmd.Process.Pid)
+		select {} // wait to be killed
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	parent := exec.Command(exe, "-test.run=^TestChildDiesWithParent$")
+	parent.Env = append(os.Environ(), "DEVDB_TEST_PARENT=1")
+	out, err := parent.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, parent.Start())
+	t.Cleanup(func() { _ = parent.Process.Kill(); _ = parent.Wait() })
+
+	var child int
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if pid, ok := strings.CutPrefix(sc.Text(), "CHILD "); ok {
+			child, err = strconv.Atoi(pid)
+			require.NoError(t, err)
+			break
+		}
+		require.False(t, strings.HasPrefix(sc.Text(), "ERR"), sc.Text())
+	}
+	require.NotZero(t, child, "helper never reported its child")
+	require.NoError(t, syscall.Kill(child, 0), "child alive before the parent dies")
+
+	require.NoError(t, parent.Process.Kill())
+	_ = parent.Wait()
+	require.Eventually(t, func() bool {
+		// The child is reparented and reaped by init once dead; a zombie
+		// that init has not reaped yet still answers kill 0, so also look
+		// at its state.
+		if syscall.Kill(child, 0) != nil {
+			return true
+		}
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
+		return err != nil || strings.Contains(string(st), ") Z ")
+	}, 5*time.Second, 50*time.Millisecond, "node child %d outlived its parent", child)
+}

@@ -1,0 +1,254 @@
+// pglite-server.mjs: the node side of package devdb.
+//
+// It serves one PGlite database (Postgres compiled to WASM, with pgvector)
+// over the Postgres wire protocol on 127.0.0.1 using
+// @electric-sql/pglite-socket. Go embeds this file and runs it as
+//
+//	node --input-type=module --eval <this file>
+//
+// with the working directory set to the directory that holds node_modules,
+// so bare imports resolve there wherever the Go binary lives.
+//
+// Configuration comes from the environment (set by devdb.Start):
+//
+//	AGENTQ_PGLITE_DATA_DIR     absolute data directory; empty: in-memory
+//	AGENTQ_PGLITE_PORT         TCP port on 127.0.0.1; 0 picks a free one
+//	AGENTQ_PGLITE_MAX_CONNS    connections accepted at once
+//	AGENTQ_PGLITE_TEMPLATE     optional file caching a freshly initialised
+//	                           cluster (a dumpDataDir tarball); an in-memory
+//	                           database loads it instead of running initdb,
+//	                           which is several times faster, and writes it
+//	                           when missing
+//
+// Protocol with the parent:
+//   - stdout carries exactly one line, "READY port=NNNN", once the server
+//     accepts connections; everything else goes to stderr.
+//   - when stdin reaches EOF (the parent exited or closed it) or on
+//     SIGTERM/SIGINT the server stops accepting, closes the database cleanly
+//     (a checkpoint for a persistent data dir) and exits 0.
+//   - a startup failure prints "ERROR <message>" on stdout and exits 1.
+
+import fs from 'node:fs'
+import { PGlite } from '@electric-sql/pglite'
+import { vector } from '@electric-sql/pglite-pgvector'
+import {
+  PGLiteSocketHandler,
+  PGLiteSocketServer,
+} from '@electric-sql/pglite-socket'
+
+const dataDir = process.env.AGENTQ_PGLITE_DATA_DIR || ''
+const port = Number.parseInt(process.env.AGENTQ_PGLITE_PORT || '0', 10)
+const template = dataDir === '' ? process.env.AGENTQ_PGLITE_TEMPLATE || '' : ''
+const maxConnections = Number.parseInt(
+  process.env.AGENTQ_PGLITE_MAX_CONNS || '100',
+  10,
+)
+
+let db = null
+let server = null
+let stopping = null
+
+// All connections share one Postgres backend. A client that dies in the
+// middle of an extended-protocol batch (say after a Parse that failed, before
+// its Sync) leaves that backend ignoring every message until a Sync, and
+// pglite-socket then wedges: even new connections hang at startup. So when a
+// connection goes away, push a Sync through the shared query queue on its
+// behalf before the library's own cleanup (which rolls back an open
+// transaction). A Sync on a clean backend is harmless: it only produces a
+// ReadyForQuery, which nobody reads.
+const SYNC = new Uint8Array([0x53, 0, 0, 0, 4])
+const detach = PGLiteSocketHandler.prototype.detach
+PGLiteSocketHandler.prototype.detach = async function (close) {
+  if (this.socket && this.queryQueue && !this.syncedOnDetach) {
+    this.syncedOnDetach = true
+    try {
+      await this.queryQueue.enqueue(this.id, SYNC, () => {})
+    } catch {
+      // The queue rejects entries of a disconnected handler; nothing to do.
+    }
+  }
+  return detach.call(this, close)
+}
+
+// patchQueue replaces pglite-socket 0.2.17's query queue loop, which has
+// two faults that wedge or corrupt a database shared by several connections:
+//   - outside an explicit transaction it serves messages from any connection
+//     in arrival order, so one connection's Parse/Bind/Execute sequence can be
+//     interleaved with another's (both use the unnamed statement: a Bind then
+//     runs the other connection's statement with this one's parameters);
+//   - when a message throws it returns with `processing` still set, and the
+//     queue never runs again.
+// Here one connection's extended-protocol sequence is served whole, up to
+// its Sync, and an explicit transaction keeps its connection exclusive, as
+// before. A failed message is rejected and the loop goes on.
+const MSG_SYNC = 0x53 // 'S'
+const MSG_QUERY = 0x51 // 'Q'
+const EXTENDED = new Set([0x50, 0x42, 0x44, 0x45, 0x43, 0x48]) // P B D E C H
+
+function patchQueue(q) {
+  q.sequenceOwner = null
+  q.processQueue = async function () {
+    if (this.processing || this.queue.length === 0) return
+    this.processing = true
+    try {
+      while (this.queue.length > 0) {
+        let owner = this.sequenceOwner
+        if (owner === null && this.db.isInTransaction() && this.lastHandlerId) {
+          owner = this.lastHandlerId
+        }
+        const idx =
+          owner === null
+            ? 0
+            : this.queue.findIndex((r) => r.handlerId === owner)
+        if (idx === -1) break // the owner has not sent its next message yet
+        const item = this.queue.splice(idx, 1)[0]
+        const type = item.message[0]
+        let bytes = 0
+        try {
+          await this.db.runExclusive(() =>
+            this.db.execProtocolRawStream(item.message, {
+              onRawData: (d) => {
+                bytes += d.length
+                item.onData(d)
+              },
+            }),
+          )
+        } catch (err) {
+          this.sequenceOwner = null
+          item.reject(err)
+          continue
+        }
+        this.lastHandlerId = item.handlerId
+        if (type === MSG_SYNC || type === MSG_QUERY) {
+          this.sequenceOwner = null
+        } else if (EXTENDED.has(type)) {
+          this.sequenceOwner = item.handlerId
+        }
+        item.resolve(bytes)
+      }
+    } finally {
+      this.processing = false
+    }
+  }
+  // A connection that goes away mid-sequence must not keep the others out.
+  const clear = q.clearQueueForHandler.bind(q)
+  q.clearQueueForHandler = function (id) {
+    const owned = this.sequenceOwner === id
+    if (owned) this.sequenceOwner = null
+    clear(id)
+    if (owned) this.processQueue() // the others were waiting on it
+  }
+}
+
+function log(msg) {
+  process.stderr.write(`pglite-server: ${msg}\n`)
+}
+
+// shutdown is idempotent: the first reason wins and later calls wait on it.
+function shutdown(reason) {
+  if (stopping) return stopping
+  log(`shutting down (${reason})`)
+  stopping = (async () => {
+    // Hard deadline so a wedged query cannot keep the process alive.
+    const timer = setTimeout(() => {
+      log('shutdown timed out, exiting')
+      process.exit(2)
+    }, 10000)
+    timer.unref()
+    try {
+      if (server) await server.stop()
+    } catch (err) {
+      log(`stopping socket server: ${err?.stack || err}`)
+    }
+    try {
+      if (db && !db.closed) await db.close()
+    } catch (err) {
+      log(`closing database: ${err?.stack || err}`)
+    }
+    log('stopped')
+    process.exit(0)
+  })()
+  return stopping
+}
+
+process.on('SIGTERM', () => shutdown('SIGTERM'))
+process.on('SIGINT', () => shutdown('SIGINT'))
+// The parent holds our stdin open; EOF means it is gone or wants us gone.
+process.stdin.on('end', () => shutdown('stdin closed'))
+process.stdin.on('error', () => shutdown('stdin error'))
+process.stdin.resume()
+
+function readTemplate() {
+  if (template === '') return undefined
+  try {
+    return new Blob([fs.readFileSync(template)])
+  } catch (err) {
+    if (err?.code !== 'ENOENT') log(`reading template ${template}: ${err}`)
+    return undefined
+  }
+}
+
+// writeTemplate saves a pristine cluster for later in-memory starts. It
+// writes a temporary file and renames it, so concurrent starts never read a
+// half-written template.
+async function writeTemplate() {
+  if (template === '') return
+  const tmp = `${template}.${process.pid}.tmp`
+  try {
+    const dump = await db.dumpDataDir('none')
+    fs.writeFileSync(tmp, Buffer.from(await dump.arrayBuffer()))
+    fs.renameSync(tmp, template)
+  } catch (err) {
+    log(`writing template ${template}: ${err}`)
+    try {
+      fs.rmSync(tmp, { force: true })
+    } catch {}
+  }
+}
+
+async function openDatabase() {
+  const path = dataDir === '' ? 'memory://' : dataDir
+  const loadDataDir = readTemplate()
+  if (loadDataDir) {
+    try {
+      const d = new PGlite(path, { extensions: { vector }, loadDataDir })
+      await d.waitReady
+      return d
+    } catch (err) {
+      log(`template ${template} unusable, removing it: ${err}`)
+      fs.rmSync(template, { force: true })
+    }
+  }
+  const d = new PGlite(path, { extensions: { vector } })
+  await d.waitReady
+  db = d
+  await writeTemplate()
+  return d
+}
+
+try {
+  db = await openDatabase()
+  server = new PGLiteSocketServer({
+    db,
+    host: '127.0.0.1',
+    port,
+    maxConnections,
+  })
+  server.addEventListener('error', (ev) => {
+    log(`socket server error: ${ev.detail?.stack || ev.detail}`)
+  })
+  patchQueue(server.queryQueue)
+  await server.start()
+  if (stopping) {
+    await stopping
+  } else {
+    const addr = server.getServerConn() // "127.0.0.1:PORT"
+    const boundPort = addr.slice(addr.lastIndexOf(':') + 1)
+    process.stdout.write(`READY port=${boundPort}\n`)
+  }
+} catch (err) {
+  const msg = String(err?.message || err).replace(/\s+/g, ' ')
+  process.stdout.write(`ERROR ${msg}\n`)
+  log(`startup failed: ${err?.stack || err}`)
+  process.exit(1)
+}
