@@ -6,11 +6,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -26,12 +26,16 @@ func init() {
 	register("bench", "load generator: raw JetStream consume+ack vs the scorer end to end, in one run", runBench)
 }
 
-// BenchResult is what one bench run measured.
+// BenchResult is what one bench run measured. Rates are medians over the
+// rounds; each round measures raw and scorer back to back, so the two see
+// the same machine conditions.
 type BenchResult struct {
 	Events       int
-	PublishRate  float64 // events/s, async publish with acks
-	RawRate      float64 // events/s, raw JetStream consume + ack of a backlog
-	ScorerRate   float64 // events/s, scorer consume + validate + commit + ack of the same backlog
+	Rounds       int
+	PublishRate  float64   // events/s, async publish with acks
+	RawRate      float64   // events/s, raw JetStream consume + ack of a backlog
+	ScorerRate   float64   // events/s, scorer consume + validate + commit + ack of the same backlog
+	RoundRatios  []float64 // scorer/raw per round
 	LightP50     time.Duration
 	LightP99     time.Duration
 	LightSamples int
@@ -44,31 +48,39 @@ func (r BenchResult) Ratio() float64 { return r.ScorerRate / r.RawRate }
 func runBench(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
 	fs := flags("bench", e)
 	n := fs.Int("events", 20000, "events per phase")
+	rounds := fs.Int("rounds", 3, "rounds of raw + scorer; medians are reported")
 	batch := fs.Int("batch", cfg.BatchSize, "scorer batch size (events per transaction)")
 	light := fs.Int("light", 50, "single events published one at a time for the light-traffic latency")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
+	if *n < 1 || *rounds < 1 {
+		return fmt.Errorf("--events and --rounds must be positive")
+	}
 	cfg.BatchSize = *batch
-	res, err := Bench(ctx, cfg, *n, *light, log)
+	res, err := Bench(ctx, cfg, *n, *rounds, *light, log)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.Stdout, `agentq bench: %d events per phase, scorer batch %d, database: %s
+	ratios := make([]string, len(res.RoundRatios))
+	for i, r := range res.RoundRatios {
+		ratios[i] = fmt.Sprintf("%.1f%%", 100*r)
+	}
+	fmt.Fprintf(e.Stdout, `agentq bench: %d events per phase, %d rounds (medians), scorer batch %d, database: %s
   publish (async, acked)           %9.0f events/s
   raw JetStream consume + ack      %9.0f events/s
   scorer consume → commit → ack    %9.0f events/s
-  scorer / raw                     %9.1f %%
+  scorer / raw                     %9.1f %%   (per round: %s)
   light traffic, publish → quality.changed: p50 %s, p99 %s (%d events, one at a time)
-`, res.Events, *batch, res.Database, res.PublishRate, res.RawRate, res.ScorerRate, 100*res.Ratio(),
-		res.LightP50.Round(time.Microsecond), res.LightP99.Round(time.Microsecond), res.LightSamples)
+`, res.Events, res.Rounds, *batch, res.Database, res.PublishRate, res.RawRate, res.ScorerRate, 100*res.Ratio(),
+		strings.Join(ratios, " "), res.LightP50.Round(time.Microsecond), res.LightP99.Round(time.Microsecond), res.LightSamples)
 	return nil
 }
 
 // Bench runs the load generator on an embedded NATS server and the
 // configured database (the PGlite dev database when none is set).
-func Bench(ctx context.Context, cfg config.Config, n, light int, log zerolog.Logger) (BenchResult, error) {
-	res := BenchResult{Events: n, Database: "AGENTQ_DATABASE_URL"}
+func Bench(ctx context.Context, cfg config.Config, n, rounds, light int, log zerolog.Logger) (BenchResult, error) {
+	res := BenchResult{Events: n, Rounds: rounds, Database: "AGENTQ_DATABASE_URL"}
 	dir, err := os.MkdirTemp("", "agentq-bench-")
 	if err != nil {
 		return res, err
@@ -97,94 +109,137 @@ func Bench(ctx context.Context, cfg config.Config, n, light int, log zerolog.Log
 	}
 	defer d.Close(context.WithoutCancel(ctx))
 
-	tenant := fmt.Sprintf("bench-%x", rand.Uint32())
-	events := benchEvents(n, tenant)
-
-	// Raw: the same messages into a stream of their own, then a plain pull
-	// consumer acks them one by one.
+	// Raw: the same messages as the scorer gets, in a stream of their own,
+	// consumed by a plain pull consumer that acks one by one.
 	if _, err := d.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "BENCH_RAW", Subjects: []string{"benchraw.>"}, Storage: jetstream.FileStorage}); err != nil {
 		return res, err
 	}
-	msgs := make([]*nats.Msg, len(events))
-	for i, ev := range events {
-		if msgs[i], err = bus.Encode(ev); err != nil {
+	for _, ev := range benchEvents(n, "raw") {
+		m, err := bus.Encode(ev)
+		if err != nil {
 			return res, err
 		}
-		msgs[i].Subject = "benchraw." + msgs[i].Subject
-	}
-	start := time.Now()
-	for _, m := range msgs {
+		m.Subject = "benchraw." + m.Subject
 		if _, err := d.JS.PublishMsgAsync(m); err != nil {
 			return res, err
 		}
 	}
 	<-d.JS.PublishAsyncComplete()
-	res.PublishRate = float64(n) / time.Since(start).Seconds()
-	raw, err := d.JS.CreateOrUpdateConsumer(ctx, "BENCH_RAW", jetstream.ConsumerConfig{Durable: "raw", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 4 * cfg.BatchSize})
+
+	var raws, scorers []float64
+	for r := range rounds {
+		raw, err := rawRound(ctx, d, cfg, n, r)
+		if err != nil {
+			return res, err
+		}
+		tenant := fmt.Sprintf("bench-%d-%x", r, rand.Uint32())
+		pubRate, scorer, err := scorerRound(ctx, d, benchEvents(n, tenant), tenant)
+		if err != nil {
+			return res, err
+		}
+		raws, scorers = append(raws, raw), append(scorers, scorer)
+		res.RoundRatios = append(res.RoundRatios, scorer/raw)
+		res.PublishRate = max(res.PublishRate, pubRate)
+	}
+	res.RawRate, res.ScorerRate = median(raws), median(scorers)
+
+	lat, err := lightRound(ctx, d, light)
 	if err != nil {
 		return res, err
 	}
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		res.LightP50 = lat[len(lat)/2]
+		res.LightP99 = lat[min(len(lat)-1, len(lat)*99/100)]
+		res.LightSamples = len(lat)
+	}
+	return res, nil
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// rawRound drains the BENCH_RAW backlog with a new consumer and returns the
+// consume+ack rate.
+func rawRound(ctx context.Context, d *app.Deps, cfg config.Config, n, round int) (float64, error) {
+	cons, err := d.JS.CreateOrUpdateConsumer(ctx, "BENCH_RAW", jetstream.ConsumerConfig{
+		Durable: fmt.Sprintf("raw-%d", round), AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 4 * cfg.BatchSize,
+	})
+	if err != nil {
+		return 0, err
+	}
 	var acked atomic.Int64
 	done := make(chan struct{})
-	start = time.Now()
-	cc, err := raw.Consume(func(m jetstream.Msg) {
+	start := time.Now()
+	cc, err := cons.Consume(func(m jetstream.Msg) {
 		_ = m.Ack()
 		if acked.Add(1) == int64(n) {
 			close(done)
 		}
 	}, jetstream.PullMaxMessages(2*cfg.BatchSize))
 	if err != nil {
-		return res, err
+		return 0, err
 	}
+	defer cc.Stop()
 	select {
 	case <-done:
+		return float64(n) / time.Since(start).Seconds(), nil
 	case <-ctx.Done():
-		cc.Stop()
-		return res, ctx.Err()
+		return 0, ctx.Err()
 	}
-	res.RawRate = float64(n) / time.Since(start).Seconds()
-	cc.Stop()
+}
 
-	// Scorer: the same events as a backlog on AGENTQ, then the scorer
-	// drains it; done when every event's effect is committed and acked.
-	pub := d.Publisher
+// scorerRound publishes events as a backlog while no scorer runs, then
+// starts one and measures until every effect is committed and acked.
+func scorerRound(ctx context.Context, d *app.Deps, events []event.Event, tenant string) (pubRate, rate float64, err error) {
+	start := time.Now()
 	for _, ev := range events {
-		if _, err := pub.PublishAsync(ev); err != nil {
-			return res, err
+		if _, err := d.Publisher.PublishAsync(ev); err != nil {
+			return 0, 0, err
 		}
 	}
-	if err := pub.Flush(ctx); err != nil {
-		return res, err
+	if err := d.Publisher.Flush(ctx); err != nil {
+		return 0, 0, err
 	}
+	pubRate = float64(len(events)) / time.Since(start).Seconds()
 	sctx, stop := context.WithCancel(ctx)
-	defer stop()
 	runDone := make(chan error, 1)
 	start = time.Now()
 	go func() { runDone <- app.Run(sctx, d, quality.Consumer) }()
-	if err := waitCommitted(ctx, d, tenant, int64(n)); err != nil {
-		return res, err
-	}
-	res.ScorerRate = float64(n) / time.Since(start).Seconds()
+	err = waitCommitted(ctx, d, tenant, int64(len(events)))
+	rate = float64(len(events)) / time.Since(start).Seconds()
+	stop()
+	<-runDone
+	return pubRate, rate, err
+}
 
-	// Light traffic: one event at a time, publish → quality.changed seen.
+// lightRound publishes single events one at a time and measures publish →
+// quality.changed received.
+func lightRound(ctx context.Context, d *app.Deps, light int) ([]time.Duration, error) {
+	tenant := fmt.Sprintf("bench-light-%x", rand.Uint32())
 	sub, err := d.NC.SubscribeSync("quality.changed." + tenant)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	defer sub.Unsubscribe()
+	sctx, stop := context.WithCancel(ctx)
+	runDone := make(chan error, 1)
+	go func() { runDone <- app.Run(sctx, d, quality.Consumer) }()
+	defer func() { stop(); <-runDone }()
 	var lat []time.Duration
 	for i := range light {
 		ev, _ := bus.NewEvent(quality.TypeToolExecuted, tenant, "agentq-bench", map[string]any{"tool_name": fmt.Sprintf("light_%d", i), "success": true})
 		t0 := time.Now()
-		if _, err := pub.Publish(ctx, ev); err != nil {
-			return res, err
+		if _, err := d.Publisher.Publish(ctx, ev); err != nil {
+			return nil, err
 		}
-		// Skip results of the backlog phase still arriving: wait for the
-		// one this event caused.
 		for {
 			m, err := sub.NextMsg(10 * time.Second)
 			if err != nil {
-				return res, fmt.Errorf("light traffic: no quality.changed: %w", err)
+				return nil, fmt.Errorf("light traffic: no quality.changed: %w", err)
 			}
 			if m.Header.Get("ce-causationid") == ev.ID() {
 				break
@@ -193,17 +248,8 @@ func Bench(ctx context.Context, cfg config.Config, n, light int, log zerolog.Log
 		lat = append(lat, time.Since(t0))
 		time.Sleep(10 * time.Millisecond)
 	}
-	if len(lat) > 0 {
-		slices.Sort(lat)
-		res.LightP50 = lat[len(lat)/2]
-		res.LightP99 = lat[min(len(lat)-1, len(lat)*99/100)]
-		res.LightSamples = len(lat)
-	}
-	stop()
-	<-runDone
-	return res, nil
+	return lat, nil
 }
-
 func waitCommitted(ctx context.Context, d *app.Deps, tenant string, n int64) error {
 	for {
 		var total int64

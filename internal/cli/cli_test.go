@@ -191,3 +191,14 @@ func TestBadConfigurationExits2(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "AGENTQ_BATCH_SIZE")
 }
+
+// The load generator runs end to end and reports positive, consistent rates.
+func TestBenchSmoke(t *testing.T) {
+	env := map[string]string{"AGENTQ_DATABASE_URL": testenv.DatabaseURL(t)}
+	code, out, errOut := run(context.Background(), env, "", "bench", "--events", "300", "--rounds", "1", "--light", "3", "--batch", "100")
+	require.Equal(t, 0, code, errOut)
+	for _, want := range []string{"raw JetStream consume + ack", "scorer consume → commit → ack", "scorer / raw", "light traffic"} {
+		require.Contains(t, out, want)
+	}
+	require.NotRegexp(t, `\s0 events/s`, out)
+}
