@@ -160,11 +160,16 @@ func Run(ctx context.Context, d *Deps, consumers ...Consumer) error {
 	errs := make([]error, len(consumers))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wg.Add(1)
+	// The relay outlives the consumers, so it cleans up after their last
+	// batches.
+	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
+	relayDone := make(chan struct{})
 	go func() {
-		defer wg.Done()
-		d.Outbox.Relay(ctx, 10*time.Second, 5*time.Second)
+		defer close(relayDone)
+		// Rows younger than 30 s may still be in their writer's hands.
+		d.Outbox.Relay(relayCtx, 10*time.Second, 30*time.Second)
 	}()
+	defer func() { stopRelay(); <-relayDone }()
 	for i, c := range consumers {
 		wg.Add(1)
 		go func() {

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -35,6 +36,36 @@ func Add(ctx context.Context, tx pgx.Tx, evs ...event.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
+	sql, args, err := insert(evs)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("outbox add: %w", err)
+	}
+	return nil
+}
+
+// Queue adds to b, a batch to be sent in the effect's transaction, the
+// statement storing evs and the deletion of the rows published since the
+// last call, so neither costs a round trip or a commit of its own.
+func (o *Outbox) Queue(b *pgx.Batch, evs ...event.Event) error {
+	// Delete before inserting: a result stored again under the same id (a
+	// replay) must not be deleted as already published.
+	if done := o.takePublished(); len(done) > 0 {
+		b.Queue(`DELETE FROM outbox WHERE id = ANY($1)`, done)
+	}
+	if len(evs) > 0 {
+		sql, args, err := insert(evs)
+		if err != nil {
+			return err
+		}
+		b.Queue(sql, args...)
+	}
+	return nil
+}
+
+func insert(evs []event.Event) (string, []any, error) {
 	ids := make([]string, len(evs))
 	tenants := make([]string, len(evs))
 	types := make([]string, len(evs))
@@ -42,18 +73,14 @@ func Add(ctx context.Context, tx pgx.Tx, evs ...event.Event) error {
 	for i, ev := range evs {
 		b, err := bus.EncodeStructured(ev)
 		if err != nil {
-			return err
+			return "", nil, err
 		}
 		ids[i], tenants[i], types[i], bodies[i] = ev.ID(), bus.Tenant(ev), ev.Type(), b
 	}
-	_, err := tx.Exec(ctx, `
+	return `
 		INSERT INTO outbox (id, tenant_id, event_type, event)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[])
-		ON CONFLICT (id) DO UPDATE SET event = excluded.event`, ids, tenants, types, bodies)
-	if err != nil {
-		return fmt.Errorf("outbox add: %w", err)
-	}
-	return nil
+		ON CONFLICT (id) DO UPDATE SET event = excluded.event`, []any{ids, tenants, types, bodies}, nil
 }
 
 // Outbox publishes stored results.
@@ -61,6 +88,21 @@ type Outbox struct {
 	pool *pgxpool.Pool
 	pub  Publisher
 	log  zerolog.Logger
+
+	mu        sync.Mutex
+	published []string // acked, rows not yet deleted
+}
+
+// maxPending bounds the published ids kept for a later deletion; past it,
+// Send deletes at once.
+const maxPending = 10000
+
+func (o *Outbox) takePublished() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	done := o.published
+	o.published = nil
+	return done
 }
 
 // New returns an outbox over pool that publishes with pub.
@@ -68,24 +110,31 @@ func New(pool *pgxpool.Pool, pub Publisher, log zerolog.Logger) *Outbox {
 	return &Outbox{pool: pool, pub: pub, log: log}
 }
 
-// Send publishes evs, waits for every ack, and deletes the acked ones from
-// the outbox. Call it after the transaction that added them has committed.
-// Events that could not be published stay in the outbox for Relay.
+// Send publishes evs, waits for every ack, and marks the acked rows for
+// deletion: the next Queue or Flush deletes them. Call it after the
+// transaction that added them has committed. Events that could not be
+// published stay in the outbox for Relay.
 func (o *Outbox) Send(ctx context.Context, evs []event.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
 	futures := make([]jetstream.PubAckFuture, len(evs))
 	var errs []error
+	acked := make([]string, 0, len(evs))
 	for i, ev := range evs {
 		f, err := o.pub.PublishAsync(ev)
 		if err != nil {
+			if bus.IsPermanent(err) {
+				// It can never be published (it fails its own schema): retrying
+				// forever would also hold up the relay. Drop the row, loudly.
+				o.log.Error().Err(err).Str("event_id", ev.ID()).Str("type", ev.Type()).Msg("result can never be published; removed from the outbox")
+				acked = append(acked, ev.ID())
+			}
 			errs = append(errs, err)
 			continue
 		}
 		futures[i] = f
 	}
-	acked := make([]string, 0, len(evs))
 	for i, f := range futures {
 		if f == nil {
 			continue
@@ -99,20 +148,42 @@ func (o *Outbox) Send(ctx context.Context, evs []event.Event) error {
 			errs = append(errs, ctx.Err())
 		}
 	}
-	if len(acked) > 0 {
-		if _, err := o.pool.Exec(ctx, `DELETE FROM outbox WHERE id = ANY($1)`, acked); err != nil {
-			errs = append(errs, fmt.Errorf("outbox delete: %w", err))
-		}
+	o.mu.Lock()
+	o.published = append(o.published, acked...)
+	full := len(o.published) >= maxPending
+	o.mu.Unlock()
+	if full {
+		errs = append(errs, o.deletePublished(ctx))
 	}
 	return errors.Join(errs...)
 }
 
+// deletePublished deletes the rows of acked events now.
+func (o *Outbox) deletePublished(ctx context.Context) error {
+	done := o.takePublished()
+	if len(done) == 0 {
+		return nil
+	}
+	if _, err := o.pool.Exec(ctx, `DELETE FROM outbox WHERE id = ANY($1)`, done); err != nil {
+		o.mu.Lock()
+		o.published = append(o.published, done...)
+		o.mu.Unlock()
+		return fmt.Errorf("outbox delete: %w", err)
+	}
+	return nil
+}
+
 // Relay publishes, every interval, outbox rows older than minAge (rows a
 // crashed process left behind; younger rows are still being sent by their
-// writer), until ctx ends.
+// writer), until ctx ends; then it deletes the rows of published events.
 func (o *Outbox) Relay(ctx context.Context, interval, minAge time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = o.deletePublished(dctx)
+	}()
 	for {
 		if n, err := o.Flush(ctx, minAge); err != nil && ctx.Err() == nil {
 			o.log.Warn().Err(err).Msg("outbox relay")
@@ -127,26 +198,32 @@ func (o *Outbox) Relay(ctx context.Context, interval, minAge time.Duration) {
 	}
 }
 
-// Flush publishes up to 1000 outbox rows older than minAge and returns how
-// many it sent.
+// Flush deletes the rows of events already published, then publishes up
+// to 1000 outbox rows older than minAge, and returns how many it sent.
 func (o *Outbox) Flush(ctx context.Context, minAge time.Duration) (int, error) {
+	if err := o.deletePublished(ctx); err != nil {
+		return 0, err
+	}
 	rows, err := o.pool.Query(ctx, `
-		SELECT event FROM outbox
+		SELECT id, event FROM outbox
 		WHERE created_at < now() - make_interval(secs => $1)
 		ORDER BY created_at LIMIT 1000`, minAge.Seconds())
 	if err != nil {
 		return 0, fmt.Errorf("outbox scan: %w", err)
 	}
 	var evs []event.Event
+	var bad []string
 	for rows.Next() {
+		var id string
 		var b []byte
-		if err := rows.Scan(&b); err != nil {
+		if err := rows.Scan(&id, &b); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("outbox scan: %w", err)
 		}
 		ev, err := bus.Decode(nil, b)
 		if err != nil {
-			o.log.Error().Err(err).Msg("outbox row is not a CloudEvent; left in place")
+			bad = append(bad, id)
+			o.log.Error().Err(err).Str("event_id", id).Msg("outbox row is not a CloudEvent; removed")
 			continue
 		}
 		evs = append(evs, ev)
@@ -154,5 +231,11 @@ func (o *Outbox) Flush(ctx context.Context, minAge time.Duration) (int, error) {
 	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("outbox scan: %w", err)
 	}
-	return len(evs), o.Send(ctx, evs)
+	o.mu.Lock()
+	o.published = append(o.published, bad...)
+	o.mu.Unlock()
+	if err := o.Send(ctx, evs); err != nil {
+		return 0, err
+	}
+	return len(evs), o.deletePublished(ctx)
 }

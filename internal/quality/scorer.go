@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -35,8 +36,13 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Sender publishes committed results. *outbox.Outbox satisfies it.
+// Sender stores results in a transaction and publishes them after commit.
+// *outbox.Outbox satisfies it.
 type Sender interface {
+	// Queue adds the statements that store evs to b, run in the effect's
+	// transaction.
+	Queue(b *pgx.Batch, evs ...event.Event) error
+	// Send publishes evs once their transaction has committed.
 	Send(ctx context.Context, evs []event.Event) error
 }
 
@@ -144,11 +150,14 @@ func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observa
 		}
 		results = append(results, ev)
 	}
-	if err := saveMetrics(ctx, tx, touched); err != nil {
-		return nil, err
+	// The metric updates and the outbox rows go in one round trip.
+	b := &pgx.Batch{}
+	queueSave(b, touched)
+	if err := s.out.Queue(b, results...); err != nil {
+		return nil, bus.Permanent(err)
 	}
-	if err := outbox.Add(ctx, tx, results...); err != nil {
-		return nil, err
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("save metrics and results: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("commit: %w", err)

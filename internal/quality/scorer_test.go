@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -405,19 +406,32 @@ func TestScorerCountsDuplicatesOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ack.Duplicate)
 
+	// Every event comes back once after its "crash"; the first ten also
+	// arrive a third time as their republished copies.
 	testenv.Eventually(t, 60*time.Second, func() bool {
-		got, err := quality.List(context.Background(), pool, tenant, "", "")
-		return err == nil && compare(got, w.want) == ""
-	}, "redelivered and republished events counted once")
-	mu.Lock()
-	defer mu.Unlock()
-	for _, ev := range w.events[:10] {
-		require.GreaterOrEqual(t, seen[ev.ID()], 2, "event %s was seen again", ev.ID())
-	}
+		mu.Lock()
+		defer mu.Unlock()
+		for i, ev := range w.events {
+			want := 2
+			if i < 10 {
+				want = 3
+			}
+			if seen[ev.ID()] < want {
+				return false
+			}
+		}
+		return true
+	}, "every redelivery and republished copy handled")
+	got, err := quality.List(context.Background(), pool, tenant, "", "")
+	require.NoError(t, err)
+	require.Empty(t, compare(got, w.want), "redelivered and republished events counted once")
 }
 
+// nopSender stores nothing and publishes nothing: the test is about the
+// metrics.
 type nopSender struct{}
 
+func (nopSender) Queue(*pgx.Batch, ...event.Event) error    { return nil }
 func (nopSender) Send(context.Context, []event.Event) error { return nil }
 
 func TestScorerKillAndRestart(t *testing.T) {

@@ -26,19 +26,13 @@ func lockMetrics(ctx context.Context, tx pgx.Tx, keys []Key) (map[Key]*Metrics, 
 	for i, k := range keys {
 		tenants[i], targets[i], ids[i] = k.Tenant, k.Target, k.ID
 	}
-	if _, err := tx.Exec(ctx, `
-		INSERT INTO quality_metrics (tenant_id, target, target_key)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
-		ON CONFLICT DO NOTHING`, tenants, targets, ids); err != nil {
-		return nil, fmt.Errorf("create metrics rows: %w", err)
-	}
+	// One statement creates missing rows, locks every row (in key order)
+	// and reads it: DO UPDATE, unlike DO NOTHING, returns existing rows too.
 	rows, err := tx.Query(ctx, `
-		SELECT `+metricsColumns+`
-		FROM quality_metrics m
-		JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(tenant_id, target, target_key)
-		  ON m.tenant_id = k.tenant_id AND m.target = k.target AND m.target_key = k.target_key
-		ORDER BY m.tenant_id, m.target, m.target_key
-		FOR UPDATE OF m`, tenants, targets, ids)
+		INSERT INTO quality_metrics AS m (tenant_id, target, target_key)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
+		ON CONFLICT (tenant_id, target, target_key) DO UPDATE SET target_key = excluded.target_key
+		RETURNING `+metricsColumns, tenants, targets, ids)
 	if err != nil {
 		return nil, fmt.Errorf("lock metrics rows: %w", err)
 	}
@@ -53,8 +47,9 @@ func lockMetrics(ctx context.Context, tx pgx.Tx, keys []Key) (map[Key]*Metrics, 
 	return out, nil
 }
 
-// saveMetrics writes ms back in one statement.
-func saveMetrics(ctx context.Context, tx pgx.Tx, ms []*Metrics) error {
+// queueSave queues the statement that writes ms back, so it shares a round
+// trip with the outbox rows of the same transaction.
+func queueSave(b *pgx.Batch, ms []*Metrics) {
 	n := len(ms)
 	var (
 		tenants, targets, ids, tools, hashes, pids, lastIDs = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -71,7 +66,7 @@ func saveMetrics(ctx context.Context, tx pgx.Tx, ms []*Metrics) error {
 		latSum[i], ratSum[i], fbSum[i] = m.LatencySumMs, m.RatingSum, m.FeedbackSum
 		rate[i], quality[i] = m.SuccessRate(), m.Quality()
 	}
-	_, err := tx.Exec(ctx, `
+	b.Queue(`
 		UPDATE quality_metrics m SET
 			tool_name = nullif(u.tool_name, ''), prompt_hash = nullif(u.prompt_hash, ''),
 			prompt_id = nullif(u.prompt_id, ''), prompt_version = nullif(u.prompt_version, 0),
@@ -99,10 +94,6 @@ func saveMetrics(ctx context.Context, tx pgx.Tx, ms []*Metrics) error {
 		latSum, latN, ratSum, ratN,
 		fbSum, fbN, recent, recentCount,
 		rate, quality, lastIDs)
-	if err != nil {
-		return fmt.Errorf("save metrics: %w", err)
-	}
-	return nil
 }
 
 // Get returns the metrics of one target, or nil when it has none.

@@ -1,0 +1,285 @@
+package database_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/pgvector/pgvector-go"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/database"
+	"github.com/agentq/agentq/internal/devdb"
+	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/migrations"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// freshDatabase returns the URL of an empty database no other test uses:
+// a new in-memory PGlite server (CREATE DATABASE is useless there), or a
+// uniquely named database on the server at AGENTQ_DATABASE_URL. It is
+// removed at cleanup.
+func freshDatabase(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	base := os.Getenv("AGENTQ_DATABASE_URL")
+	if base == "" {
+		srv, err := devdb.Start(ctx, devdb.Options{Dir: os.Getenv(devdb.EnvDir)})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = srv.Close() })
+		return srv.URL()
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "agentq_migrate_" + hex.EncodeToString(b)
+	// A plain pool: the server's default database need not have pgvector.
+	admin, err := pgxpool.New(ctx, base)
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		admin.Close()
+		require.NoError(t, err)
+	})
+	return withDatabase(t, base, name)
+}
+
+// withDatabase returns the connection string base with its database
+// replaced by name, for both the URL and the keyword/value forms.
+func withDatabase(t *testing.T, base, name string) string {
+	t.Helper()
+	if strings.HasPrefix(base, "postgres://") || strings.HasPrefix(base, "postgresql://") {
+		u, err := url.Parse(base)
+		require.NoError(t, err)
+		u.Path = "/" + name
+		return u.String()
+	}
+	return base + " dbname=" + name // a later keyword overrides an earlier one
+}
+
+func TestMigrateConcurrentAndIdempotent(t *testing.T) {
+	dbURL := freshDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// Four copies released together, as N binaries starting at once.
+	const copies = 4
+	start := make(chan struct{})
+	errs := make([]error, copies)
+	var wg sync.WaitGroup
+	for i := range copies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			errs[i] = database.Migrate(ctx, dbURL, zerolog.Nop())
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "copy %d", i)
+	}
+
+	pool, err := database.Open(ctx, dbURL) // also proves the vector types register now
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	for _, table := range []string{"inbox", "outbox", "quality_metrics"} {
+		var exists bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass('public.'||$1) IS NOT NULL`, table).Scan(&exists))
+		require.True(t, exists, "table %s", table)
+	}
+	var ext int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_extension WHERE extname = 'vector'`).Scan(&ext))
+	require.Equal(t, 1, ext)
+
+	// Every embedded migration is recorded. (On PGlite the advisory lock
+	// does not exclude, so two copies may both apply and record one: the
+	// migrations are idempotent, which is what makes that harmless.)
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	require.NoError(t, err)
+	rows, err := pool.Query(ctx, `SELECT DISTINCT version_id FROM goose_db_version WHERE version_id > 0`)
+	require.NoError(t, err)
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	require.Len(t, applied, len(files))
+
+	// A fifth run finds nothing to apply: it logs no "migration applied"
+	// line and records no version.
+	versions := func() int {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM goose_db_version`).Scan(&n))
+		return n
+	}
+	before := versions()
+	var logged bytes.Buffer
+	require.NoError(t, database.Migrate(ctx, dbURL, zerolog.New(&logged)))
+	require.Empty(t, logged.String())
+	require.Equal(t, before, versions())
+}
+
+func TestOpenRegistersVectorTypes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool := testenv.Pool(t)
+
+	// The type map of a pooled connection knows vector: scanning does not
+	// depend on falling back to text.
+	c, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	_, ok := c.Conn().TypeMap().TypeForName("vector")
+	c.Release()
+	require.True(t, ok, "vector type not registered")
+
+	in := pgvector.NewVector([]float32{1, -2.5, 3.25, 0})
+	var out pgvector.Vector
+	require.NoError(t, pool.QueryRow(ctx, `SELECT $1::vector`, in).Scan(&out))
+	require.Equal(t, in.Slice(), out.Slice())
+}
+
+func TestClaim(t *testing.T) {
+	// A key names its tenant by index, so each case gets fresh tenants.
+	type key struct {
+		tenant int
+		event  string
+	}
+	type step struct {
+		keys   []key
+		commit bool // else roll back
+		want   []bool
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"new keys are claimed", []step{
+			{keys: []key{{0, "e1"}, {0, "e2"}}, commit: true, want: []bool{true, true}},
+		}},
+		{"committed keys are duplicates in a later transaction", []step{
+			{keys: []key{{0, "e1"}, {0, "e2"}}, commit: true, want: []bool{true, true}},
+			{keys: []key{{0, "e2"}, {0, "e1"}, {0, "e3"}}, commit: true, want: []bool{false, false, true}},
+		}},
+		{"a repeat within one call is a duplicate", []step{
+			{keys: []key{{0, "e1"}, {0, "e1"}, {0, "e2"}, {0, "e1"}}, commit: true, want: []bool{true, false, true, false}},
+		}},
+		{"the same event id under two tenants is new for each", []step{
+			{keys: []key{{0, "e1"}, {1, "e1"}}, commit: true, want: []bool{true, true}},
+			{keys: []key{{1, "e1"}, {0, "e1"}}, commit: true, want: []bool{false, false}},
+		}},
+		{"a rolled-back claim is not recorded", []step{
+			{keys: []key{{0, "e1"}}, commit: false, want: []bool{true}},
+			{keys: []key{{0, "e1"}}, commit: true, want: []bool{true}},
+			{keys: []key{{0, "e1"}}, commit: true, want: []bool{false}},
+		}},
+	}
+	pool := testenv.Pool(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			tenants := []string{testenv.Tenant(t), testenv.Tenant(t)}
+			for i, s := range tc.steps {
+				keys := make([]database.InboxKey, len(s.keys))
+				for j, k := range s.keys {
+					keys[j] = database.InboxKey{Tenant: tenants[k.tenant], EventID: k.event}
+				}
+				tx, err := pool.Begin(ctx)
+				require.NoError(t, err)
+				got, err := database.Claim(ctx, tx, "claim-test", keys)
+				if err != nil || !s.commit {
+					_ = tx.Rollback(ctx) // never leave a transaction open: PGlite would block every other connection
+				} else {
+					require.NoError(t, tx.Commit(ctx))
+				}
+				require.NoError(t, err, "step %d", i)
+				require.Equal(t, s.want, got, "step %d", i)
+			}
+		})
+	}
+}
+
+func TestClassify(t *testing.T) {
+	pgErr := func(code string) error { return &pgconn.PgError{Severity: "ERROR", Code: code, Message: "m"} }
+	opErr := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	tests := []struct {
+		name        string
+		err         error
+		unavailable bool
+		permanent   bool
+	}{
+		{"connection failure 08006", pgErr("08006"), true, false},
+		{"admin shutdown 57P01", pgErr("57P01"), true, false},
+		{"too many connections 53300", pgErr("53300"), true, false},
+		{"unique violation 23505", pgErr("23505"), false, true},
+		{"invalid text representation 22P02", pgErr("22P02"), false, true},
+		{"wrapped unique violation", fmt.Errorf("inbox claim: %w", pgErr("23505")), false, true},
+		{"serialization failure 40001 is transient", pgErr("40001"), false, false},
+		{"net.OpError", opErr, true, false},
+		{"unexpected EOF", io.ErrUnexpectedEOF, true, false},
+		{"already permanent", bus.Permanent(errors.New("bad tool name")), false, true},
+		{"plain error is transient", errors.New("llm timeout"), false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := database.Classify(tc.err)
+			require.ErrorIs(t, got, tc.err, "the cause stays reachable")
+			require.Equal(t, tc.unavailable, bus.IsUnavailable(got), "unavailable")
+			require.Equal(t, tc.permanent, bus.IsPermanent(got), "permanent")
+		})
+	}
+	t.Run("nil", func(t *testing.T) {
+		require.NoError(t, database.Classify(nil))
+	})
+}
+
+// TestClassifyUnreachableDatabase points at a loopback port nobody listens
+// on, as when the database is down.
+func TestClassifyUnreachableDatabase(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	dbURL := "postgres://postgres:postgres@" + addr + "/postgres?sslmode=disable&connect_timeout=5"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	t.Run("Open", func(t *testing.T) {
+		// Open pings, so a process starting during an outage sees it here.
+		_, err := database.Open(ctx, dbURL)
+		require.Error(t, err)
+		require.True(t, bus.IsUnavailable(database.Classify(err)), "%v", err)
+	})
+	t.Run("query", func(t *testing.T) {
+		// A pool that connects lazily, as one whose database went away.
+		pool, err := pgxpool.New(ctx, dbURL)
+		require.NoError(t, err)
+		defer pool.Close()
+		var one int
+		err = pool.QueryRow(ctx, `SELECT 1`).Scan(&one)
+		require.Error(t, err)
+		require.True(t, bus.IsUnavailable(database.Classify(err)), "%v", err)
+	})
+}

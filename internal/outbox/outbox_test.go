@@ -1,0 +1,325 @@
+package outbox_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/database"
+	"github.com/agentq/agentq/internal/outbox"
+	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/schemas"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// validData is a quality.changed payload its schema accepts.
+var validData = map[string]any{
+	"target": "tool", "tool_name": "x", "quality_score": 0.5, "success_rate": 1, "total_calls": 1,
+}
+
+type env struct {
+	nats   *testenv.NATS
+	pool   *pgxpool.Pool
+	pub    *bus.Publisher
+	ob     *outbox.Outbox
+	tenant string
+}
+
+// setup gives each test its own NATS server, because Flush publishes every
+// outbox row in the database, not only this test's.
+func setup(t *testing.T) *env {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	reg, err := schemas.Load()
+	require.NoError(t, err)
+	pool := outboxPool(t)
+	pub := bus.NewPublisher(n.JS, reg)
+	e := &env{nats: n, pool: pool, pub: pub, ob: outbox.New(pool, pub, testenv.Logger(t)), tenant: testenv.Tenant(t)}
+	t.Cleanup(func() {
+		// Leave no row of ours behind for another test's Flush.
+		_, _ = pool.Exec(context.Background(), `DELETE FROM outbox WHERE tenant_id = $1`, e.tenant)
+	})
+	return e
+}
+
+// outboxPool opens the test database. The PGlite dev database belongs to
+// this test binary alone; a server at AGENTQ_DATABASE_URL is shared with
+// other packages' tests running at the same time, whose outbox rows a
+// global Flush here would publish to this test's NATS and delete, so there
+// the tests get a database of their own.
+func outboxPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	base := os.Getenv("AGENTQ_DATABASE_URL")
+	if base == "" {
+		return testenv.Pool(t)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "agentq_outbox_" + hex.EncodeToString(b)
+	admin, err := pgxpool.New(ctx, base)
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		admin.Close()
+		require.NoError(t, err)
+	})
+	dbURL := base + " dbname=" + name // keyword/value form: a later keyword overrides
+	if strings.HasPrefix(base, "postgres://") || strings.HasPrefix(base, "postgresql://") {
+		u, err := url.Parse(base)
+		require.NoError(t, err)
+		u.Path = "/" + name
+		dbURL = u.String()
+	}
+	require.NoError(t, database.Migrate(ctx, dbURL, zerolog.Nop()))
+	pool, err := database.Open(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close) // runs before the DROP
+	return pool
+}
+
+// result builds the scorer's quality.changed result of a fresh
+// tool.executed event of the test's tenant.
+func (e *env) result(t *testing.T, data any) event.Event {
+	t.Helper()
+	cause, err := bus.NewEvent(bus.Type("tool", "executed"), e.tenant, "test",
+		map[string]any{"tool_name": "x", "success": true})
+	require.NoError(t, err)
+	ev, err := bus.NewResult("scorer", bus.Type("quality", "changed"), cause, data)
+	require.NoError(t, err)
+	return ev
+}
+
+// add stores evs in the outbox in a transaction that commits or rolls back.
+func (e *env) add(t *testing.T, commit bool, evs ...event.Event) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	err = outbox.Add(ctx, tx, evs...)
+	if err != nil || !commit {
+		_ = tx.Rollback(ctx) // never leave a transaction open: PGlite would block every other connection
+	} else {
+		require.NoError(t, tx.Commit(ctx))
+	}
+	require.NoError(t, err)
+}
+
+// rows returns the ids of the tenant's outbox rows.
+func (e *env) rows(t *testing.T) []string {
+	t.Helper()
+	rows, err := e.pool.Query(context.Background(), `SELECT id FROM outbox WHERE tenant_id = $1 ORDER BY id`, e.tenant)
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return ids
+}
+
+func (e *env) subject() string { return "quality.changed." + e.tenant }
+
+// stored returns how many messages stream AGENTQ holds on the tenant's
+// quality.changed subject.
+func (e *env) stored(t *testing.T) uint64 {
+	t.Helper()
+	ctx := context.Background()
+	s, err := e.nats.JS.Stream(ctx, bus.StreamName)
+	require.NoError(t, err)
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(e.subject()))
+	require.NoError(t, err)
+	return info.State.Subjects[e.subject()]
+}
+
+// requireStored checks that the tenant's last quality.changed message is ev.
+func (e *env) requireStored(t *testing.T, ev event.Event) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := e.nats.JS.Stream(ctx, bus.StreamName)
+	require.NoError(t, err)
+	m, err := s.GetLastMsgForSubject(ctx, e.subject())
+	require.NoError(t, err)
+	require.Equal(t, ev.ID(), m.Header.Get("Nats-Msg-Id"))
+	got, err := bus.Decode(m.Header, m.Data)
+	require.NoError(t, err)
+	require.Equal(t, ev.ID(), got.ID())
+	require.Equal(t, ev.Type(), got.Type())
+	require.Equal(t, bus.Causation(ev), bus.Causation(got))
+	require.JSONEq(t, string(ev.Data()), string(got.Data()))
+}
+
+// TestSendPublishesAndDeletes: Send deletes the row at once, or marks it for
+// deletion by the outbox's next Flush or Queue; either way the result is
+// published once and never again.
+func TestSendPublishesAndDeletes(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	ev := e.result(t, validData)
+	e.add(t, true, ev)
+	require.Equal(t, []string{ev.ID()}, e.rows(t))
+
+	require.NoError(t, e.ob.Send(ctx, []event.Event{ev}))
+	require.Equal(t, uint64(1), e.stored(t))
+	e.requireStored(t, ev)
+
+	n, err := e.ob.Flush(ctx, 0)
+	require.NoError(t, err)
+	require.Zero(t, n, "a sent result is not relayed again")
+	require.Empty(t, e.rows(t), "an acked result leaves the outbox")
+	require.Equal(t, uint64(1), e.stored(t))
+}
+
+// TestFlushPublishesCrashLeftovers: the transaction committed but the
+// process died before Send.
+func TestFlushPublishesCrashLeftovers(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	ev := e.result(t, validData)
+	e.add(t, true, ev)
+
+	// A row younger than minAge may still be in its writer's hands.
+	n, err := e.ob.Flush(ctx, time.Hour)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Equal(t, []string{ev.ID()}, e.rows(t))
+	require.Zero(t, e.stored(t))
+
+	n, err = e.ob.Flush(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, uint64(1), e.stored(t))
+	e.requireStored(t, ev)
+	require.Empty(t, e.rows(t))
+
+	n, err = e.ob.Flush(ctx, 0)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing is left to publish")
+	require.Equal(t, uint64(1), e.stored(t))
+}
+
+// TestRepublishIsStoredOnce: a result published once and then again by
+// Flush keeps its deterministic id, and JetStream's duplicate window stores
+// it once; the relayed row is deleted all the same.
+func TestRepublishIsStoredOnce(t *testing.T) {
+	tests := []struct {
+		name  string
+		first func(t *testing.T, e *env, ev event.Event)
+	}{
+		{"published, then the process died before deleting the row", func(t *testing.T, e *env, ev event.Event) {
+			e.add(t, true, ev)
+			_, err := e.pub.Publish(context.Background(), ev)
+			require.NoError(t, err)
+		}},
+		{"sent, then the same result added again", func(t *testing.T, e *env, ev event.Event) {
+			ctx := context.Background()
+			e.add(t, true, ev)
+			require.NoError(t, e.ob.Send(ctx, []event.Event{ev}))
+			_, err := e.ob.Flush(ctx, time.Hour) // settle Send's deletion, publish nothing
+			require.NoError(t, err)
+			require.Empty(t, e.rows(t))
+			e.add(t, true, ev)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setup(t)
+			ev := e.result(t, validData)
+			tc.first(t, e, ev)
+			require.Equal(t, uint64(1), e.stored(t))
+			require.Equal(t, []string{ev.ID()}, e.rows(t))
+
+			n, err := e.ob.Flush(context.Background(), 0)
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+			require.Empty(t, e.rows(t), "a duplicate ack deletes the row too")
+			require.Equal(t, uint64(1), e.stored(t))
+			e.requireStored(t, ev)
+		})
+	}
+}
+
+func TestRolledBackAddLeavesNothing(t *testing.T) {
+	e := setup(t)
+	ev := e.result(t, validData)
+	e.add(t, false, ev)
+	require.Empty(t, e.rows(t))
+	n, err := e.ob.Flush(context.Background(), 0)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Zero(t, e.stored(t))
+}
+
+// TestSchemaInvalidResultStays records what happens to a result whose data
+// fails its schema: the publisher refuses it before it leaves, Send reports
+// a permanent error and keeps the row, and every later Flush picks the row
+// up and fails again, so the relay retries it forever. A valid result in
+// the same batch is still published and its row deleted.
+// A result that fails its own schema can never be published: Send reports
+// it as permanent and its row is removed (with an error log) instead of
+// being retried forever and holding up the relay; the valid result beside it
+// is published.
+func TestSchemaInvalidResultIsRemoved(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	bad := e.result(t, map[string]any{"target": "bogus"})
+	good := e.result(t, validData)
+	e.add(t, true, bad, good)
+
+	err := e.ob.Send(ctx, []event.Event{bad, good})
+	require.Error(t, err)
+	require.True(t, bus.IsPermanent(err), "%v", err)
+	require.Equal(t, uint64(1), e.stored(t))
+	e.requireStored(t, good)
+
+	n, err := e.ob.Flush(ctx, 0)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Empty(t, e.rows(t), "both rows gone: one published, one unpublishable")
+	require.Equal(t, uint64(1), e.stored(t), "the invalid result never reached the stream")
+}
+
+// Queue deletes the rows of results published earlier before it stores new
+// ones, so a result stored again under the same id (a replay re-deriving it)
+// is not deleted as already published: its row survives until it is sent.
+func TestQueueKeepsAResultStoredAgain(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	ev := e.result(t, validData)
+	e.add(t, true, ev)
+	require.NoError(t, e.ob.Send(ctx, []event.Event{ev})) // published; its row awaits deletion
+
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	b := &pgx.Batch{}
+	require.NoError(t, e.ob.Queue(b, ev))
+	require.NoError(t, tx.SendBatch(ctx, b).Close())
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, []string{ev.ID()}, e.rows(t), "the re-stored result is still in the outbox")
+
+	// The next Queue (another batch) deletes the row once it is sent again.
+	require.NoError(t, e.ob.Send(ctx, []event.Event{ev}))
+	tx, err = e.pool.Begin(ctx)
+	require.NoError(t, err)
+	b = &pgx.Batch{}
+	require.NoError(t, e.ob.Queue(b))
+	require.NoError(t, tx.SendBatch(ctx, b).Close())
+	require.NoError(t, tx.Commit(ctx))
+	require.Empty(t, e.rows(t))
+}
