@@ -110,28 +110,11 @@ func toolMsg(t *testing.T, tenant, tool string) *nats.Msg {
 	return m
 }
 
-// deadLetters reads everything in AGENTQ_DLQ.
-func deadLetters(t *testing.T, js jetstream.JetStream) []bus.DeadLetter {
-	t.Helper()
-	ctx := context.Background()
-	s, err := js.Stream(ctx, bus.DLQName)
-	require.NoError(t, err)
-	info, err := s.Info(ctx)
-	require.NoError(t, err)
-	var out []bus.DeadLetter
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		raw, err := s.GetMsg(ctx, seq)
-		require.NoError(t, err)
-		out = append(out, bus.ParseDeadLetter(raw.Header, raw.Data))
-	}
-	return out
-}
-
 func waitDeadLetters(t *testing.T, js jetstream.JetStream, n int) []bus.DeadLetter {
 	t.Helper()
 	var dls []bus.DeadLetter
 	testenv.Eventually(t, 20*time.Second, func() bool {
-		dls = deadLetters(t, js)
+		dls = testenv.DeadLetters(t, js)
 		return len(dls) >= n
 	}, "want %d dead letters, have %d", n, len(dls))
 	return dls
@@ -220,7 +203,7 @@ func TestRunnerUnavailableRetriesWithoutDeadLetter(t *testing.T) {
 	startRunner(t, n, bus.Each(rec.handle), bus.RunnerOptions{MaxDeliver: 2})
 	publish(t, n.JS, toolMsg(t, "acme", "db-down"))
 	testenv.Eventually(t, 15*time.Second, func() bool { return rec.count("db-down") == 1 }, "event applied after the outage")
-	require.Empty(t, deadLetters(t, n.JS))
+	require.Empty(t, testenv.DeadLetters(t, n.JS))
 }
 
 func TestRunnerPanicInBatchIsolatesTheEvent(t *testing.T) {
@@ -321,7 +304,7 @@ func TestRunnerGraceBoundsAStuckHandler(t *testing.T) {
 	// Not a timing assertion on speed: the bound is the configured grace
 	// plus generous slack; without the grace the handler would never return.
 	require.Less(t, time.Since(begin), 15*time.Second)
-	require.Empty(t, deadLetters(t, n.JS), "an interrupted event is retried, not dead-lettered")
+	require.Empty(t, testenv.DeadLetters(t, n.JS), "an interrupted event is retried, not dead-lettered")
 }
 
 func TestMain(m *testing.M) { testenv.Main(m) }

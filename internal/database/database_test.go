@@ -3,16 +3,12 @@ package database_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net"
-	"net/url"
 	"os"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -27,61 +23,14 @@ import (
 
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/database"
-	"github.com/agentq/agentq/internal/devdb"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/migrations"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// freshDatabase returns the URL of an empty database no other test uses:
-// a new in-memory PGlite server (CREATE DATABASE is useless there), or a
-// uniquely named database on the server at AGENTQ_DATABASE_URL. It is
-// removed at cleanup.
-func freshDatabase(t *testing.T) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	base := os.Getenv("AGENTQ_DATABASE_URL")
-	if base == "" {
-		srv, err := devdb.Start(ctx, devdb.Options{Dir: os.Getenv(devdb.EnvDir)})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = srv.Close() })
-		return srv.URL()
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "agentq_migrate_" + hex.EncodeToString(b)
-	// A plain pool: the server's default database need not have pgvector.
-	admin, err := pgxpool.New(ctx, base)
-	require.NoError(t, err)
-	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-		admin.Close()
-		require.NoError(t, err)
-	})
-	return withDatabase(t, base, name)
-}
-
-// withDatabase returns the connection string base with its database
-// replaced by name, for both the URL and the keyword/value forms.
-func withDatabase(t *testing.T, base, name string) string {
-	t.Helper()
-	if strings.HasPrefix(base, "postgres://") || strings.HasPrefix(base, "postgresql://") {
-		u, err := url.Parse(base)
-		require.NoError(t, err)
-		u.Path = "/" + name
-		return u.String()
-	}
-	return base + " dbname=" + name // a later keyword overrides an earlier one
-}
-
 func TestMigrateConcurrentAndIdempotent(t *testing.T) {
-	dbURL := freshDatabase(t)
+	dbURL := testenv.FreshDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 

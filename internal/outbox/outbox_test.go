@@ -2,11 +2,7 @@ package outbox_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/url"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -69,27 +65,7 @@ func outboxPool(t *testing.T) *pgxpool.Pool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "agentq_outbox_" + hex.EncodeToString(b)
-	admin, err := pgxpool.New(ctx, base)
-	require.NoError(t, err)
-	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-		admin.Close()
-		require.NoError(t, err)
-	})
-	dbURL := base + " dbname=" + name // keyword/value form: a later keyword overrides
-	if strings.HasPrefix(base, "postgres://") || strings.HasPrefix(base, "postgresql://") {
-		u, err := url.Parse(base)
-		require.NoError(t, err)
-		u.Path = "/" + name
-		dbURL = u.String()
-	}
+	dbURL := testenv.FreshDatabase(t)
 	require.NoError(t, database.Migrate(ctx, dbURL, zerolog.Nop()))
 	pool, err := database.Open(ctx, dbURL)
 	require.NoError(t, err)

@@ -323,7 +323,7 @@ func TestScorerEndToEnd(t *testing.T) {
 	}
 	require.True(t, matchesFinal(last, got), "the last quality.changed per target carries the final totals: %+v", last)
 
-	dls := deadLettersOf(t, n.JS)
+	dls := testenv.DeadLetters(t, n.JS)
 	require.Len(t, dls, 1)
 	require.Equal(t, bus.ReasonSchema, dls[0].ReasonCode)
 	require.Contains(t, dls[0].Reason, "/success")
@@ -341,22 +341,6 @@ func matchesFinal(last map[string]quality.Changed, got []*quality.Metrics) bool 
 		}
 	}
 	return true
-}
-
-func deadLettersOf(t *testing.T, js jetstream.JetStream) []bus.DeadLetter {
-	t.Helper()
-	ctx := context.Background()
-	s, err := js.Stream(ctx, bus.DLQName)
-	require.NoError(t, err)
-	info, err := s.Info(ctx)
-	require.NoError(t, err)
-	var out []bus.DeadLetter
-	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		require.NoError(t, err)
-		out = append(out, bus.ParseDeadLetter(m.Header, m.Data))
-	}
-	return out
 }
 
 func TestScorerCountsDuplicatesOnce(t *testing.T) {
@@ -474,7 +458,7 @@ func TestScorerKillAndRestart(t *testing.T) {
 	}
 	t.Logf("scorer killed %d times, %d of them while events were being published", kills, killsWhileFlowing)
 	require.GreaterOrEqual(t, killsWhileFlowing, 3, "the kills must hit a live flow")
-	require.Empty(t, deadLettersOf(t, n.JS))
+	require.Empty(t, testenv.DeadLetters(t, n.JS))
 }
 
 func TestScorerReplayRebuildsState(t *testing.T) {
@@ -536,7 +520,7 @@ func TestScorerSurvivesDatabaseOutage(t *testing.T) {
 	require.Positive(t, in.counter("agentq_events_nakked_total"), "the scorer met the outage and nakked")
 	proxy.Up(t)
 	requireTotals(t, in, w, 120*time.Second)
-	require.Empty(t, deadLettersOf(t, n.JS), "an outage dead-letters nothing")
+	require.Empty(t, testenv.DeadLetters(t, n.JS), "an outage dead-letters nothing")
 }
 
 func hostPort(t *testing.T, dbURL string) string {
