@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -53,35 +55,9 @@ func run(ctx context.Context, env map[string]string, stdin string, args ...strin
 func TestDevPublishTail(t *testing.T) {
 	env := map[string]string{"AGENTQ_DATABASE_URL": testenv.DatabaseURL(t), "AGENTQ_METRICS_ADDR": "", "AGENTQ_LOG_LEVEL": "warn"}
 	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	devDone := make(chan int, 1)
-	go func() {
-		devDone <- cli.Run(ctx, cli.Env{
-			Args: []string{"dev", "--nats-listen", "127.0.0.1:0"}, Getenv: func(k string) string { return env[k] },
-			Stdin: strings.NewReader(""), Stdout: pw, Stderr: io.Discard,
-		})
-		pw.Close()
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case code := <-devDone:
-			require.Equal(t, 0, code, "agentq dev exits 0 on Ctrl-C")
-		case <-time.After(30 * time.Second):
-			t.Error("agentq dev did not stop")
-		}
-	})
-	natsURL := ""
-	sc := bufio.NewScanner(pr)
-	re := regexp.MustCompile(`NATS\s+(nats://\S+)`)
-	for sc.Scan() {
-		if m := re.FindStringSubmatch(sc.Text()); m != nil {
-			natsURL = m[1]
-			break
-		}
-	}
-	require.NotEmpty(t, natsURL, "agentq dev prints how to connect")
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	defer cancel()
+	natsURL, stop := startDev(t, ctx, env)
+	t.Cleanup(stop)
 	client := map[string]string{"AGENTQ_NATS_URL": natsURL}
 
 	tailDone := make(chan string, 1)
@@ -201,4 +177,71 @@ func TestBenchSmoke(t *testing.T) {
 		require.Contains(t, out, want)
 	}
 	require.NotRegexp(t, `\s0 events/s`, out)
+}
+
+// agentq dev --data DIR keeps NATS and the dev database under DIR: after a
+// restart the stream still holds the events and the scorer's metrics go on
+// from where they were.
+func TestDevDataSurvivesRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the dev database twice")
+	}
+	dir := t.TempDir()
+	// No AGENTQ_DATABASE_URL: agentq dev starts its own PGlite under dir.
+	env := map[string]string{"AGENTQ_METRICS_ADDR": "", "AGENTQ_LOG_LEVEL": "warn", "AGENTQ_PGLITE_DIR": os.Getenv("AGENTQ_PGLITE_DIR")}
+	publishAndSee := func(wantCalls int) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		natsURL, stop := startDev(t, ctx, env, "--data", dir)
+		defer stop()
+		client := map[string]string{"AGENTQ_NATS_URL": natsURL}
+		code, out, errOut := run(ctx, client, "", "publish", "--tenant", "keep", "--type", "tool.executed",
+			"--data", `{"tool_name":"web_search","success":true}`)
+		require.Equal(t, 0, code, errOut)
+		require.Contains(t, out, fmt.Sprintf("seq=%d", 2*wantCalls-1), "the stream kept the earlier events (each call adds one quality.changed)")
+		tctx, tcancel := context.WithTimeout(ctx, 60*time.Second)
+		defer tcancel()
+		code, out, errOut = run(tctx, client, "", "tail", "--all", "--count", fmt.Sprint(wantCalls), "quality.changed.keep")
+		require.Equal(t, 0, code, errOut)
+		require.Contains(t, out, fmt.Sprintf(`"total_calls":%d`, wantCalls), "the metrics kept counting across the restart")
+	}
+	publishAndSee(1)
+	publishAndSee(2)
+	require.DirExists(t, filepath.Join(dir, "nats"))
+	require.DirExists(t, filepath.Join(dir, "pglite"))
+}
+
+// startDev runs agentq dev until stop is called and returns its NATS URL.
+func startDev(t *testing.T, ctx context.Context, env map[string]string, args ...string) (string, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Run(ctx, cli.Env{
+			Args: append([]string{"dev", "--nats-listen", "127.0.0.1:0"}, args...), Getenv: func(k string) string { return env[k] },
+			Stdin: strings.NewReader(""), Stdout: pw, Stderr: io.Discard,
+		})
+		pw.Close()
+	}()
+	re := regexp.MustCompile(`NATS\s+(nats://\S+)`)
+	sc := bufio.NewScanner(pr)
+	natsURL := ""
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			natsURL = m[1]
+			break
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	require.NotEmpty(t, natsURL, "agentq dev prints how to connect")
+	return natsURL, func() {
+		cancel()
+		select {
+		case code := <-done:
+			require.Equal(t, 0, code)
+		case <-time.After(30 * time.Second):
+			t.Error("agentq dev did not stop")
+		}
+	}
 }
