@@ -170,6 +170,13 @@ func Run(ctx context.Context, d *Deps, consumers ...Consumer) error {
 		d.Outbox.Relay(relayCtx, 10*time.Second, 30*time.Second)
 	}()
 	defer func() { stopRelay(); <-relayDone }()
+	if d.Config.InboxRetention > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pruneInbox(ctx, d)
+		}()
+	}
 	for i, c := range consumers {
 		wg.Add(1)
 		go func() {
@@ -183,6 +190,26 @@ func Run(ctx context.Context, d *Deps, consumers ...Consumer) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// pruneInbox deletes expired inbox rows now and every hour until ctx ends.
+func pruneInbox(ctx context.Context, d *Deps) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		n, err := database.PruneInbox(ctx, d.Pool, d.Config.InboxRetention)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			d.Log.Warn().Err(err).Msg("inbox pruning")
+		case n > 0:
+			d.Log.Info().Int64("rows", n).Dur("retention", d.Config.InboxRetention).Msg("inbox pruned")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // ServeMetrics serves /metrics and /healthz on addr until ctx ends.

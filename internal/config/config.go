@@ -23,22 +23,23 @@ type Provider struct {
 
 // Config is the whole configuration of an agentq binary.
 type Config struct {
-	NATSURL       string            // AGENTQ_NATS_URL
-	DatabaseURL   string            // AGENTQ_DATABASE_URL; empty: dev database (agentq dev and tests only)
-	LogLevel      string            // AGENTQ_LOG_LEVEL
-	LogFormat     string            // AGENTQ_LOG_FORMAT: json, console or auto
-	MetricsAddr   string            // AGENTQ_METRICS_ADDR; empty disables
-	Stream        bus.StreamOptions // AGENTQ_STREAM_*
-	MaxDeliver    int               // AGENTQ_MAX_DELIVER
-	AckWait       time.Duration     // AGENTQ_ACK_WAIT
-	MaxPayload    int               // AGENTQ_MAX_PAYLOAD
-	ShutdownGrace time.Duration     // AGENTQ_SHUTDOWN_GRACE
-	BatchSize     int               // AGENTQ_BATCH_SIZE
-	DataDir       string            // AGENTQ_DATA_DIR (agentq dev)
-	NATSListen    string            // AGENTQ_NATS_LISTEN (agentq dev's embedded server)
-	PGliteDir     string            // AGENTQ_PGLITE_DIR (agentq dev's dev database)
-	LLM           Provider          // AGENTQ_LLM_*
-	Embed         Provider          // AGENTQ_EMBED_*
+	NATSURL        string            // AGENTQ_NATS_URL
+	DatabaseURL    string            // AGENTQ_DATABASE_URL; empty: dev database (agentq dev and tests only)
+	LogLevel       string            // AGENTQ_LOG_LEVEL
+	LogFormat      string            // AGENTQ_LOG_FORMAT: json, console or auto
+	MetricsAddr    string            // AGENTQ_METRICS_ADDR; empty disables
+	Stream         bus.StreamOptions // AGENTQ_STREAM_*
+	MaxDeliver     int               // AGENTQ_MAX_DELIVER
+	AckWait        time.Duration     // AGENTQ_ACK_WAIT
+	MaxPayload     int               // AGENTQ_MAX_PAYLOAD
+	ShutdownGrace  time.Duration     // AGENTQ_SHUTDOWN_GRACE
+	BatchSize      int               // AGENTQ_BATCH_SIZE
+	InboxRetention time.Duration     // AGENTQ_INBOX_RETENTION; 0 keeps forever
+	DataDir        string            // AGENTQ_DATA_DIR (agentq dev)
+	NATSListen     string            // AGENTQ_NATS_LISTEN (agentq dev's embedded server)
+	PGliteDir      string            // AGENTQ_PGLITE_DIR (agentq dev's dev database)
+	LLM            Provider          // AGENTQ_LLM_*
+	Embed          Provider          // AGENTQ_EMBED_*
 }
 
 // Var documents one environment variable.
@@ -62,6 +63,7 @@ var Vars = []Var{
 	{"AGENTQ_MAX_PAYLOAD", "1048576", "largest event data accepted, in bytes; larger is dead-lettered"},
 	{"AGENTQ_SHUTDOWN_GRACE", "10s", "how long a stopping consumer may finish the batch in hand"},
 	{"AGENTQ_BATCH_SIZE", "500", "most events a consumer handles in one transaction"},
+	{"AGENTQ_INBOX_RETENTION", "0", "how long consumers remember applied event ids (hourly pruning); 0 keeps them forever; keep it above AGENTQ_STREAM_MAX_AGE"},
 	{"AGENTQ_DATA_DIR", "", "agentq dev: where the embedded NATS and dev database keep data; empty: a temporary directory removed on exit"},
 	{"AGENTQ_NATS_LISTEN", "127.0.0.1:4222", "agentq dev: where the embedded NATS server listens"},
 	{"AGENTQ_PGLITE_DIR", "", "agentq dev and tests: directory holding node_modules of the dev database; empty: found by walking up from the working directory and the executable"},
@@ -118,16 +120,17 @@ func Load(getenv func(string) string) (Config, error) {
 			MaxBytes:   int64(num("AGENTQ_STREAM_MAX_BYTES")),
 			Duplicates: dur("AGENTQ_STREAM_DUPLICATE_WINDOW"),
 		},
-		MaxDeliver:    num("AGENTQ_MAX_DELIVER"),
-		AckWait:       dur("AGENTQ_ACK_WAIT"),
-		MaxPayload:    num("AGENTQ_MAX_PAYLOAD"),
-		ShutdownGrace: dur("AGENTQ_SHUTDOWN_GRACE"),
-		BatchSize:     num("AGENTQ_BATCH_SIZE"),
-		DataDir:       get("AGENTQ_DATA_DIR"),
-		NATSListen:    get("AGENTQ_NATS_LISTEN"),
-		PGliteDir:     get("AGENTQ_PGLITE_DIR"),
-		LLM:           Provider{get("AGENTQ_LLM_BASE_URL"), get("AGENTQ_LLM_MODEL"), get("AGENTQ_LLM_API_KEY")},
-		Embed:         Provider{get("AGENTQ_EMBED_BASE_URL"), get("AGENTQ_EMBED_MODEL"), get("AGENTQ_EMBED_API_KEY")},
+		MaxDeliver:     num("AGENTQ_MAX_DELIVER"),
+		AckWait:        dur("AGENTQ_ACK_WAIT"),
+		MaxPayload:     num("AGENTQ_MAX_PAYLOAD"),
+		ShutdownGrace:  dur("AGENTQ_SHUTDOWN_GRACE"),
+		BatchSize:      num("AGENTQ_BATCH_SIZE"),
+		InboxRetention: dur("AGENTQ_INBOX_RETENTION"),
+		DataDir:        get("AGENTQ_DATA_DIR"),
+		NATSListen:     get("AGENTQ_NATS_LISTEN"),
+		PGliteDir:      get("AGENTQ_PGLITE_DIR"),
+		LLM:            Provider{get("AGENTQ_LLM_BASE_URL"), get("AGENTQ_LLM_MODEL"), get("AGENTQ_LLM_API_KEY")},
+		Embed:          Provider{get("AGENTQ_EMBED_BASE_URL"), get("AGENTQ_EMBED_MODEL"), get("AGENTQ_EMBED_API_KEY")},
 	}
 	if len(errs) == 0 {
 		errs = append(errs, c.Validate())
@@ -155,6 +158,9 @@ func (c Config) Validate() error {
 	check(c.MaxPayload >= 1024, "AGENTQ_MAX_PAYLOAD %d: want at least 1024 bytes", c.MaxPayload)
 	check(c.ShutdownGrace > 0, "AGENTQ_SHUTDOWN_GRACE must be positive")
 	check(c.BatchSize >= 1 && c.BatchSize <= 10000, "AGENTQ_BATCH_SIZE %d: want 1..10000", c.BatchSize)
+	check(c.InboxRetention >= 0, "AGENTQ_INBOX_RETENTION must not be negative")
+	check(c.InboxRetention == 0 || c.Stream.MaxAge == 0 || c.InboxRetention >= c.Stream.MaxAge,
+		"AGENTQ_INBOX_RETENTION %s is shorter than AGENTQ_STREAM_MAX_AGE %s: a replay could apply events twice", c.InboxRetention, c.Stream.MaxAge)
 	return errors.Join(errs...)
 }
 

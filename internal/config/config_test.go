@@ -43,6 +43,7 @@ func TestInvalidValues(t *testing.T) {
 		{"max bytes", "AGENTQ_STREAM_MAX_BYTES", "0", "AGENTQ_STREAM_MAX_BYTES 0"},
 		{"payload", "AGENTQ_MAX_PAYLOAD", "10", "AGENTQ_MAX_PAYLOAD 10"},
 		{"max deliver", "AGENTQ_MAX_DELIVER", "0", "AGENTQ_MAX_DELIVER 0"},
+		{"negative retention", "AGENTQ_INBOX_RETENTION", "-1h", "AGENTQ_INBOX_RETENTION must not be negative"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,6 +51,13 @@ func TestInvalidValues(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+func TestInboxRetentionBelowStreamAge(t *testing.T) {
+	_, err := config.Load(env(map[string]string{"AGENTQ_STREAM_MAX_AGE": "720h", "AGENTQ_INBOX_RETENTION": "24h"}))
+	require.ErrorContains(t, err, "a replay could apply events twice")
+	_, err = config.Load(env(map[string]string{"AGENTQ_STREAM_MAX_AGE": "720h", "AGENTQ_INBOX_RETENTION": "1000h"}))
+	require.NoError(t, err)
 }
 
 func TestOverrides(t *testing.T) {

@@ -151,3 +151,27 @@ func Claim(ctx context.Context, tx pgx.Tx, consumer string, keys []InboxKey) ([]
 	}
 	return fresh, nil
 }
+
+// PruneInbox deletes inbox rows older than retention, at most 10,000 per
+// statement so a large backlog never holds long locks, and returns how many
+// it deleted. An event older than retention that is delivered again (only a
+// replay without reset does that) would then be applied again: keep
+// retention above the stream's max age, or 0 (keep forever).
+func PruneInbox(ctx context.Context, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, retention time.Duration) (int64, error) {
+	var total int64
+	for {
+		tag, err := db.Exec(ctx, `
+			DELETE FROM inbox WHERE ctid = ANY (ARRAY(
+				SELECT ctid FROM inbox WHERE processed_at < now() - make_interval(secs => $1) LIMIT 10000))`,
+			retention.Seconds())
+		if err != nil {
+			return total, fmt.Errorf("prune inbox: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < 10000 {
+			return total, nil
+		}
+	}
+}

@@ -232,3 +232,32 @@ func TestClassifyUnreachableDatabase(t *testing.T) {
 		require.True(t, bus.IsUnavailable(database.Classify(err)), "%v", err)
 	})
 }
+
+// PruneInbox forgets only event ids older than the retention.
+func TestPruneInbox(t *testing.T) {
+	ctx := context.Background()
+	pool := testenv.Pool(t)
+	tenant := testenv.Tenant(t)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = database.Claim(ctx, tx, "prune-test", []database.InboxKey{{tenant, "old-1"}, {tenant, "old-2"}, {tenant, "new-1"}})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	// Other tests' rows are fresh; only ours are made two days old.
+	_, err = pool.Exec(ctx, `UPDATE inbox SET processed_at = now() - interval '48 hours' WHERE tenant_id = $1 AND event_id LIKE 'old-%'`, tenant)
+	require.NoError(t, err)
+
+	n, err := database.PruneInbox(ctx, pool, 24*time.Hour)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, n, int64(2))
+	var left []string
+	rows, err := pool.Query(ctx, `SELECT event_id FROM inbox WHERE tenant_id = $1 ORDER BY event_id`, tenant)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id string
+		require.NoError(t, rows.Scan(&id))
+		left = append(left, id)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"new-1"}, left)
+}
