@@ -14,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/cli"
 	"github.com/agentq/agentq/internal/quality"
 	"github.com/agentq/agentq/internal/testenv"
@@ -244,4 +247,59 @@ func startDev(t *testing.T, ctx context.Context, env map[string]string, args ...
 			t.Error("agentq dev did not stop")
 		}
 	}
+}
+
+// A dead letter redriven after a fix reaches the consumer again and is
+// applied once; the DLQ no longer holds it.
+func TestDLQRedrive(t *testing.T) {
+	env := map[string]string{"AGENTQ_DATABASE_URL": testenv.DatabaseURL(t), "AGENTQ_METRICS_ADDR": "", "AGENTQ_LOG_LEVEL": "warn"}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	natsURL, stop := startDev(t, ctx, env)
+	t.Cleanup(stop)
+	client := map[string]string{"AGENTQ_NATS_URL": natsURL}
+	nc, err := nats.Connect(natsURL)
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+
+	// A valid event the scorer dead-lettered while it had a bug, as the
+	// runner stores it: original headers and data plus the reason.
+	tenant := testenv.Tenant(t)
+	ev, err := bus.NewEvent(quality.TypeToolExecuted, tenant, "test", map[string]any{"tool_name": "search", "success": true})
+	require.NoError(t, err)
+	orig, err := bus.Encode(ev)
+	require.NoError(t, err)
+	dl := nats.NewMsg(bus.DLQSubject("scorer", orig.Subject))
+	for k, v := range orig.Header {
+		dl.Header[k] = v
+	}
+	dl.Header.Set(bus.HeaderDLQReason, "failed 5 deliveries, last error: bug")
+	dl.Header.Set(bus.HeaderDLQReasonCode, bus.ReasonMaxDeliver)
+	dl.Header.Set(bus.HeaderDLQConsumer, "scorer")
+	dl.Header.Set(bus.HeaderDLQSubject, orig.Subject)
+	dl.Data = orig.Data
+	_, err = js.PublishMsg(ctx, dl)
+	require.NoError(t, err)
+
+	code, out, _ := run(ctx, client, "", "dlq", "--reason", "schema")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "no dead letters match")
+	code, out, _ = run(ctx, client, "", "dlq", "--consumer", "scorer")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "reason=max_deliver deliveries=0: failed 5 deliveries, last error: bug")
+
+	code, out, errOut := run(ctx, client, "", "dlq", "--redrive", "--consumer", "scorer", "--reason", "max_deliver")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "1 dead letters redriven")
+
+	pool := testenv.Pool(t)
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		m, err := quality.Get(ctx, pool, quality.Key{Tenant: tenant, Target: quality.TargetTool, ID: "search"})
+		return err == nil && m != nil && m.TotalCalls == 1
+	}, "the redriven event was scored")
+	code, out, _ = run(ctx, client, "", "dlq")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "no dead letters")
 }

@@ -21,7 +21,7 @@ import (
 func init() {
 	register("publish", "publish one event (data from --data or stdin), validated against its schema", runPublish)
 	register("tail", "print events from the stream as they arrive (subjects default to every fact)", runTail)
-	register("dlq", "list dead letters with their reasons", runDLQ)
+	register("dlq", "list dead letters with their reasons, or redrive them after a fix", runDLQ)
 }
 
 func connect(cfg config.Config) (*nats.Conn, jetstream.JetStream, error) {
@@ -163,7 +163,9 @@ func compact(b []byte) string {
 func runDLQ(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger, args []string) error {
 	fs := flags("dlq", e)
 	consumer := fs.String("consumer", "", "only this consumer's dead letters")
-	limit := fs.Int("limit", 50, "show at most this many, newest last")
+	reason := fs.String("reason", "", "only dead letters with this reason code (schema, max_deliver, ...)")
+	limit := fs.Int("limit", 50, "list at most this many, newest last")
+	redrive := fs.Bool("redrive", false, "republish the selected dead letters to their original subjects and remove them from the DLQ")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
@@ -184,28 +186,55 @@ func runDLQ(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger, arg
 		fmt.Fprintln(e.Stdout, "no dead letters")
 		return nil
 	}
-	subject := "dlq.>"
-	if *consumer != "" {
-		subject = bus.DLQSubject(*consumer, ">")
+	type letter struct {
+		seq uint64
+		at  time.Time
+		dl  bus.DeadLetter
 	}
-	var rows []string
+	var selected []letter
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
 		m, err := s.GetMsg(ctx, seq)
 		if err != nil {
-			continue // purged or filtered away
-		}
-		if *consumer != "" && !strings.HasPrefix(m.Subject, strings.TrimSuffix(subject, ">")) {
-			continue
+			continue // deleted (redriven earlier)
 		}
 		dl := bus.ParseDeadLetter(m.Header, m.Data)
-		rows = append(rows, fmt.Sprintf("%d %s consumer=%s subject=%s reason=%s deliveries=%d: %s",
-			seq, m.Time.UTC().Format(time.RFC3339), dl.Consumer, dl.Subject, dl.ReasonCode, dl.Deliveries, dl.Reason))
+		if (*consumer != "" && dl.Consumer != *consumer) || (*reason != "" && dl.ReasonCode != *reason) {
+			continue
+		}
+		selected = append(selected, letter{seq, m.Time, dl})
 	}
-	if len(rows) > *limit {
-		rows = rows[len(rows)-*limit:]
+	if !*redrive {
+		if len(selected) > *limit {
+			selected = selected[len(selected)-*limit:]
+		}
+		for _, l := range selected {
+			fmt.Fprintf(e.Stdout, "%d %s consumer=%s subject=%s reason=%s deliveries=%d: %s\n",
+				l.seq, l.at.UTC().Format(time.RFC3339), l.dl.Consumer, l.dl.Subject, l.dl.ReasonCode, l.dl.Deliveries, l.dl.Reason)
+		}
+		if len(selected) == 0 {
+			fmt.Fprintln(e.Stdout, "no dead letters match")
+		}
+		return nil
 	}
-	for _, r := range rows {
-		fmt.Fprintln(e.Stdout, r)
+	for _, l := range selected {
+		m := nats.NewMsg(l.dl.Subject)
+		for k, v := range l.dl.Header {
+			if !strings.HasPrefix(k, "Agentq-Dlq-") && k != "Nats-Msg-Id" {
+				m.Header[k] = v
+			}
+		}
+		m.Data = l.dl.Data
+		// No Nats-Msg-Id: the original id may still be in the duplicate
+		// window, and this copy must be stored. Consumers that applied the
+		// event already recognise it by its id in their inbox.
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			return fmt.Errorf("redrive dead letter %d to %s: %w", l.seq, l.dl.Subject, err)
+		}
+		if err := s.DeleteMsg(ctx, l.seq); err != nil {
+			return fmt.Errorf("remove redriven dead letter %d: %w", l.seq, err)
+		}
+		fmt.Fprintf(e.Stdout, "redrove %d to %s (was %s)\n", l.seq, l.dl.Subject, l.dl.ReasonCode)
 	}
+	fmt.Fprintf(e.Stdout, "%d dead letters redriven\n", len(selected))
 	return nil
 }
