@@ -143,6 +143,12 @@ func TestComposeConsumers(t *testing.T) {
 			require.NoError(t, err)
 			assert.Contains(t, svc.Expose, port)
 
+			// The image has no shell: the healthcheck runs the agentq
+			// binary, which asks the consumer's /healthz.
+			if assert.NotNil(t, svc.HealthCheck, "consumer healthcheck") {
+				assert.Equal(t, []string{"CMD", path.Join(binDir, "agentq"), "healthcheck"}, []string(svc.HealthCheck.Test))
+			}
+
 			grace, err := time.ParseDuration(envValue(t, svc, "AGENTQ_SHUTDOWN_GRACE"))
 			require.NoError(t, err)
 			assert.Greater(t, duration(svc.StopGracePeriod), grace,

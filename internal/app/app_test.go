@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/cli"
 	"github.com/agentq/agentq/internal/quality"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/schemas"
@@ -133,4 +134,35 @@ func TestScorerBinaryStartupErrors(t *testing.T) {
 			require.Contains(t, stderr.String(), tc.want)
 		})
 	}
+}
+
+// agentq healthcheck, as a container healthcheck runs it, passes against a
+// healthy binary and fails once it has stopped.
+func TestHealthcheckCommand(t *testing.T) {
+	n := testenv.StartNATS(t)
+	metrics := freeAddr(t)
+	cmd, stderr := mainProcess(t, "AGENTQ_NATS_URL="+n.URL, "AGENTQ_DATABASE_URL="+testenv.DatabaseURL(t),
+		"AGENTQ_METRICS_ADDR="+metrics, "AGENTQ_SHUTDOWN_GRACE=3s")
+	check := func() (int, string) {
+		var out, errOut bytes.Buffer
+		code := cli.Run(context.Background(), cli.Env{
+			Args: []string{"healthcheck"}, Getenv: func(k string) string {
+				if k == "AGENTQ_METRICS_ADDR" {
+					return metrics
+				}
+				return ""
+			}, Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut,
+		})
+		return code, out.String() + errOut.String()
+	}
+	testenv.Eventually(t, 60*time.Second, func() bool { code, _ := check(); return code == 0 },
+		"agentq healthcheck never passed; stderr:\n%s", stderr)
+	_, out := check()
+	require.Contains(t, out, "ok")
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	_ = cmd.Wait()
+	code, out := check()
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "unhealthy")
 }

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,6 +22,42 @@ import (
 func init() {
 	register("migrate", "apply database migrations to AGENTQ_DATABASE_URL and exit", runMigrate)
 	register("replay", "rebuild a consumer's derived state from the stream's first event", runReplay)
+	register("healthcheck", "exit 0 when the process at AGENTQ_METRICS_ADDR reports healthy (for container healthchecks)", runHealthcheck)
+}
+
+// runHealthcheck asks a running binary's /healthz. Distroless images have no
+// shell or curl, so compose runs this subcommand instead.
+func runHealthcheck(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger, args []string) error {
+	fs := flags("healthcheck", e)
+	addr := fs.String("addr", cfg.MetricsAddr, "address of the process's metrics server")
+	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if *addr == "" {
+		return errors.New("no address: set AGENTQ_METRICS_ADDR or --addr")
+	}
+	host := *addr
+	if strings.HasPrefix(host, ":") {
+		host = "127.0.0.1" + host
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/healthz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("unhealthy: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("unhealthy: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	fmt.Fprint(e.Stdout, string(body))
+	return nil
 }
 
 func runMigrate(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
