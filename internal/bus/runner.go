@@ -238,6 +238,12 @@ func (r *Runner) consume(ctx, hard context.Context, cons jetstream.Consumer) (do
 		// goroutine, so they overlap with the batch loop's database work.
 		d, err := r.prepare(m)
 		select {
+		case <-stopping: // checked first: select picks among ready cases at random
+			_ = m.Nak()
+			return
+		default:
+		}
+		select {
 		case in <- prepared{d, err}:
 		case <-stopping:
 			_ = m.Nak()
@@ -254,6 +260,11 @@ func (r *Runner) consume(ctx, hard context.Context, cons jetstream.Consumer) (do
 	defer func() {
 		cc.Stop()
 		close(stopping)
+		// Let a callback in flight finish before draining what it buffered.
+		select {
+		case <-cc.Closed():
+		case <-time.After(time.Second):
+		}
 		r.nakBuffered(in)
 	}()
 
