@@ -52,7 +52,7 @@ func runBench(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger,
 	batch := fs.Int("batch", cfg.BatchSize, "scorer batch size (events per transaction)")
 	light := fs.Int("light", 50, "single events published one at a time for the light-traffic latency")
 	if err := fs.Parse(args); err != nil {
-		return errUsage
+		return parseError(err)
 	}
 	if *n < 1 || *rounds < 1 {
 		return fmt.Errorf("--events and --rounds must be positive")

@@ -75,7 +75,10 @@ func Run(ctx context.Context, e Env) int {
 	}
 	log := app.NewLogger(cfg, e.Stderr)
 	if err := cmd.run(ctx, e, cfg, log, e.Args[1:]); err != nil {
-		if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.Is(err, errUsage):
 			return 2
 		}
 		fmt.Fprintf(e.Stderr, "agentq %s: %v\n", e.Args[0], err)
@@ -92,9 +95,18 @@ func usage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-9s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nConfiguration comes from AGENTQ_* environment variables (see README); run `agentq <command> -h` for flags.")
+}
+
+// parseError keeps -h a success and makes any other flag error a usage error
+// (the flag package has printed why).
+func parseError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return errUsage
 }
 
 func flags(name string, e Env) *flag.FlagSet {

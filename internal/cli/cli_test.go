@@ -152,6 +152,8 @@ func TestUsageErrors(t *testing.T) {
 		{nil, 2, "usage: agentq <command>"},
 		{[]string{"help"}, 0, "commands:"},
 		{[]string{"nope"}, 2, `unknown command "nope"`},
+		{[]string{"dlq", "-h"}, 0, "-redrive"},
+		{[]string{"tail", "--bogus"}, 2, "flag provided but not defined"},
 		{[]string{"publish"}, 2, "-tenant"},
 		{[]string{"replay", "--consumer", "scorer"}, 2, "--yes"},
 		{[]string{"migrate"}, 1, "AGENTQ_DATABASE_URL is not set"},

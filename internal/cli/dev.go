@@ -29,7 +29,7 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
 	data := fs.String("data", cfg.DataDir, "keep NATS and the dev database under this directory (default: a temporary one, removed on exit)")
 	listen := fs.String("nats-listen", cfg.NATSListen, "host:port of the embedded NATS server (port 0: any free port)")
 	if err := fs.Parse(args); err != nil {
-		return errUsage
+		return parseError(err)
 	}
 	host, portStr, err := net.SplitHostPort(*listen)
 	if err != nil {

@@ -53,7 +53,7 @@ func runPublish(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger,
 	source := fs.String("source", "agentq-cli", "CloudEvents source")
 	id := fs.String("id", "", "event id (default: a new UUIDv7)")
 	if err := fs.Parse(args); err != nil {
-		return errUsage
+		return parseError(err)
 	}
 	if *tenant == "" || *typ == "" {
 		fs.Usage()
@@ -104,7 +104,7 @@ func runTail(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger, ar
 	all := fs.Bool("all", false, "start from the stream's first event instead of new ones")
 	count := fs.Int("count", 0, "exit after this many events (0: run until Ctrl-C)")
 	if err := fs.Parse(args); err != nil {
-		return errUsage
+		return parseError(err)
 	}
 	subjects := fs.Args()
 	if len(subjects) == 0 {
@@ -167,7 +167,7 @@ func runDLQ(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger, arg
 	limit := fs.Int("limit", 50, "list at most this many, newest last")
 	redrive := fs.Bool("redrive", false, "republish the selected dead letters to their original subjects and remove them from the DLQ")
 	if err := fs.Parse(args); err != nil {
-		return errUsage
+		return parseError(err)
 	}
 	nc, js, err := connect(cfg)
 	if err != nil {

@@ -32,7 +32,7 @@ func runHealthcheck(ctx context.Context, e Env, cfg config.Config, _ zerolog.Log
 	addr := fs.String("addr", cfg.MetricsAddr, "address of the process's metrics server")
 	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
 	if err := fs.Parse(args); err != nil {
-		return errUsage
+		return parseError(err)
 	}
 	if *addr == "" {
 		return errors.New("no address: set AGENTQ_METRICS_ADDR or --addr")
@@ -62,7 +62,7 @@ func runHealthcheck(ctx context.Context, e Env, cfg config.Config, _ zerolog.Log
 
 func runMigrate(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
 	if err := flags("migrate", e).Parse(args); err != nil {
-		return errUsage
+		return parseError(err)
 	}
 	if cfg.DatabaseURL == "" {
 		return errors.New("AGENTQ_DATABASE_URL is not set")
@@ -87,7 +87,7 @@ func runReplay(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger
 	tenant := fs.String("tenant", "", "rebuild only this tenant (default: every tenant)")
 	yes := fs.Bool("yes", false, "confirm: the consumer's derived state is deleted first")
 	if err := fs.Parse(args); err != nil {
-		return errUsage
+		return parseError(err)
 	}
 	reset, ok := resetters[*consumer]
 	if !ok || !*yes {
