@@ -30,16 +30,20 @@ func init() {
 // rounds; each round measures raw and scorer back to back, so the two see
 // the same machine conditions.
 type BenchResult struct {
-	Events       int
-	Rounds       int
-	PublishRate  float64   // events/s, async publish with acks
-	RawRate      float64   // events/s, raw JetStream consume + ack of a backlog
-	ScorerRate   float64   // events/s, scorer consume + validate + commit + ack of the same backlog
-	RoundRatios  []float64 // scorer/raw per round
-	LightP50     time.Duration
-	LightP99     time.Duration
-	LightSamples int
-	Database     string
+	Events      int
+	Rounds      int
+	PublishRate float64   // events/s, async publish with acks
+	RawRate     float64   // events/s, raw JetStream consume + ack of a backlog
+	ScorerRate  float64   // events/s, scorer consume + validate + commit + ack of the same backlog
+	RoundRatios []float64 // scorer/raw per round
+	// End to end: publishing and consuming at once, from the first publish
+	// to the last ack (raw) or commit (scorer).
+	RawE2ERate    float64
+	ScorerE2ERate float64
+	LightP50      time.Duration
+	LightP99      time.Duration
+	LightSamples  int
+	Database      string
 }
 
 // Ratio is the scorer's rate as a share of raw JetStream consume+ack.
@@ -67,13 +71,18 @@ func runBench(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger,
 		ratios[i] = fmt.Sprintf("%.1f%%", 100*r)
 	}
 	fmt.Fprintf(e.Stdout, `agentq bench: %d events per phase, %d rounds (medians), scorer batch %d, database: %s
-  publish (async, acked)           %9.0f events/s
-  raw JetStream consume + ack      %9.0f events/s
-  scorer consume → commit → ack    %9.0f events/s
-  scorer / raw                     %9.1f %%   (per round: %s)
+  publish (async, acked)                   %9.0f events/s
+  draining a backlog (consume only):
+    raw JetStream consume + ack            %9.0f events/s
+    scorer consume → commit → ack          %9.0f events/s
+    scorer / raw                           %9.1f %%   (per round: %s)
+  end to end, publishing and consuming at once (first publish → last ack / commit):
+    raw JetStream publish + consume + ack  %9.0f events/s
+    scorer published → committed           %9.0f events/s
+    scorer / raw                           %9.1f %%
   light traffic, publish → quality.changed: p50 %s, p99 %s (%d events, one at a time)
 `, res.Events, res.Rounds, *batch, res.Database, res.PublishRate, res.RawRate, res.ScorerRate, 100*res.Ratio(),
-		strings.Join(ratios, " "), res.LightP50.Round(time.Microsecond), res.LightP99.Round(time.Microsecond), res.LightSamples)
+		strings.Join(ratios, " "), res.RawE2ERate, res.ScorerE2ERate, 100*res.ScorerE2ERate/res.RawE2ERate, res.LightP50.Round(time.Microsecond), res.LightP99.Round(time.Microsecond), res.LightSamples)
 	return nil
 }
 
@@ -126,7 +135,7 @@ func Bench(ctx context.Context, cfg config.Config, n, rounds, light int, log zer
 	}
 	<-d.JS.PublishAsyncComplete()
 
-	var raws, scorers []float64
+	var raws, scorers, rawE2Es, scorerE2Es []float64
 	for r := range rounds {
 		raw, err := rawRound(ctx, d, cfg, n, r)
 		if err != nil {
@@ -137,11 +146,22 @@ func Bench(ctx context.Context, cfg config.Config, n, rounds, light int, log zer
 		if err != nil {
 			return res, err
 		}
+		rawE2E, err := rawE2ERound(ctx, d, cfg, n, r)
+		if err != nil {
+			return res, err
+		}
+		tenant = fmt.Sprintf("bench-e2e-%d-%x", r, rand.Uint32())
+		scorerE2E, err := scorerE2ERound(ctx, d, benchEvents(n, tenant), tenant)
+		if err != nil {
+			return res, err
+		}
 		raws, scorers = append(raws, raw), append(scorers, scorer)
+		rawE2Es, scorerE2Es = append(rawE2Es, rawE2E), append(scorerE2Es, scorerE2E)
 		res.RoundRatios = append(res.RoundRatios, scorer/raw)
 		res.PublishRate = max(res.PublishRate, pubRate)
 	}
 	res.RawRate, res.ScorerRate = median(raws), median(scorers)
+	res.RawE2ERate, res.ScorerE2ERate = median(rawE2Es), median(scorerE2Es)
 
 	lat, err := lightRound(ctx, d, light)
 	if err != nil {
@@ -190,6 +210,71 @@ func rawRound(ctx context.Context, d *app.Deps, cfg config.Config, n, round int)
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
+}
+
+// rawE2ERound publishes n messages while a plain pull consumer acks them,
+// and returns n over the time from the first publish to the last ack.
+func rawE2ERound(ctx context.Context, d *app.Deps, cfg config.Config, n, round int) (float64, error) {
+	stream := fmt.Sprintf("BENCH_E2E_%d", round)
+	prefix := fmt.Sprintf("benche2e%d.", round)
+	if _, err := d.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ">"}, Storage: jetstream.FileStorage}); err != nil {
+		return 0, err
+	}
+	cons, err := d.JS.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
+		Durable: "raw", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 4 * cfg.BatchSize,
+	})
+	if err != nil {
+		return 0, err
+	}
+	var acked atomic.Int64
+	done := make(chan struct{})
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		_ = m.Ack()
+		if acked.Add(1) == int64(n) {
+			close(done)
+		}
+	}, jetstream.PullMaxMessages(2*cfg.BatchSize))
+	if err != nil {
+		return 0, err
+	}
+	defer cc.Stop()
+	start := time.Now()
+	for _, ev := range benchEvents(n, "rawe2e") {
+		m, err := bus.Encode(ev)
+		if err != nil {
+			return 0, err
+		}
+		m.Subject = prefix + m.Subject
+		if _, err := d.JS.PublishMsgAsync(m); err != nil {
+			return 0, err
+		}
+	}
+	select {
+	case <-done:
+		return float64(n) / time.Since(start).Seconds(), nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// scorerE2ERound publishes events while the scorer runs and returns their
+// number over the time from the first publish to the last commit.
+func scorerE2ERound(ctx context.Context, d *app.Deps, events []event.Event, tenant string) (float64, error) {
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	runDone := make(chan error, 1)
+	go func() { runDone <- app.Run(sctx, d, quality.Consumer) }()
+	defer func() { stop(); <-runDone }()
+	start := time.Now()
+	for _, ev := range events {
+		if _, err := d.Publisher.PublishAsync(ev); err != nil {
+			return 0, err
+		}
+	}
+	if err := waitCommitted(ctx, d, tenant, int64(len(events))); err != nil {
+		return 0, err
+	}
+	return float64(len(events)) / time.Since(start).Seconds(), nil
 }
 
 // scorerRound publishes events as a backlog while no scorer runs, then
