@@ -123,15 +123,8 @@ func Bench(ctx context.Context, cfg config.Config, n, rounds, light int, log zer
 	if _, err := d.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "BENCH_RAW", Subjects: []string{"benchraw.>"}, Storage: jetstream.FileStorage}); err != nil {
 		return res, err
 	}
-	for _, ev := range benchEvents(n, "raw") {
-		m, err := bus.Encode(ev)
-		if err != nil {
-			return res, err
-		}
-		m.Subject = "benchraw." + m.Subject
-		if _, err := d.JS.PublishMsgAsync(m); err != nil {
-			return res, err
-		}
+	if err := publishRaw(d, benchEvents(n, "raw"), "benchraw."); err != nil {
+		return res, err
 	}
 	<-d.JS.PublishAsyncComplete()
 
@@ -182,34 +175,76 @@ func median(xs []float64) float64 {
 	return s[len(s)/2]
 }
 
-// rawRound drains the BENCH_RAW backlog with a new consumer and returns the
-// consume+ack rate.
-func rawRound(ctx context.Context, d *app.Deps, cfg config.Config, n, round int) (float64, error) {
-	cons, err := d.JS.CreateOrUpdateConsumer(ctx, "BENCH_RAW", jetstream.ConsumerConfig{
-		Durable: fmt.Sprintf("raw-%d", round), AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 4 * cfg.BatchSize,
-	})
-	if err != nil {
-		return 0, err
-	}
+// acker acks every message of cons until n are acked; done closes then.
+func acker(cons jetstream.Consumer, cfg config.Config, n int) (done <-chan struct{}, stop func(), err error) {
 	var acked atomic.Int64
-	done := make(chan struct{})
-	start := time.Now()
+	ch := make(chan struct{})
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		_ = m.Ack()
 		if acked.Add(1) == int64(n) {
-			close(done)
+			close(ch)
 		}
 	}, jetstream.PullMaxMessages(2*cfg.BatchSize))
 	if err != nil {
-		return 0, err
+		return nil, nil, err
 	}
-	defer cc.Stop()
+	return ch, cc.Stop, nil
+}
+
+// rateWhen returns n over the time since start once done closes.
+func rateWhen(ctx context.Context, done <-chan struct{}, n int, start time.Time) (float64, error) {
 	select {
 	case <-done:
 		return float64(n) / time.Since(start).Seconds(), nil
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
+}
+
+// publishRaw publishes events asynchronously, as agentq encodes them, on
+// their subjects under prefix, so they land in a bench stream, not AGENTQ.
+func publishRaw(d *app.Deps, events []event.Event, prefix string) error {
+	for _, ev := range events {
+		m, err := bus.Encode(ev)
+		if err != nil {
+			return err
+		}
+		m.Subject = prefix + m.Subject
+		if _, err := d.JS.PublishMsgAsync(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runScorer runs the scorer on d until the returned stop is called.
+func runScorer(ctx context.Context, d *app.Deps) (stop func()) {
+	sctx, cancel := context.WithCancel(ctx)
+	runDone := make(chan error, 1)
+	go func() { runDone <- app.Run(sctx, d, quality.Consumer) }()
+	return func() { cancel(); <-runDone }
+}
+
+func rawConsumer(ctx context.Context, d *app.Deps, cfg config.Config, stream, durable string) (jetstream.Consumer, error) {
+	return d.JS.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
+		Durable: durable, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 4 * cfg.BatchSize,
+	})
+}
+
+// rawRound drains the BENCH_RAW backlog with a new consumer and returns the
+// consume+ack rate.
+func rawRound(ctx context.Context, d *app.Deps, cfg config.Config, n, round int) (float64, error) {
+	cons, err := rawConsumer(ctx, d, cfg, "BENCH_RAW", fmt.Sprintf("raw-%d", round))
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	done, stop, err := acker(cons, cfg, n)
+	if err != nil {
+		return 0, err
+	}
+	defer stop()
+	return rateWhen(ctx, done, n, start)
 }
 
 // rawE2ERound publishes n messages while a plain pull consumer acks them,
@@ -220,51 +255,26 @@ func rawE2ERound(ctx context.Context, d *app.Deps, cfg config.Config, n, round i
 	if _, err := d.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ">"}, Storage: jetstream.FileStorage}); err != nil {
 		return 0, err
 	}
-	cons, err := d.JS.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
-		Durable: "raw", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 4 * cfg.BatchSize,
-	})
+	cons, err := rawConsumer(ctx, d, cfg, stream, "raw")
 	if err != nil {
 		return 0, err
 	}
-	var acked atomic.Int64
-	done := make(chan struct{})
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		_ = m.Ack()
-		if acked.Add(1) == int64(n) {
-			close(done)
-		}
-	}, jetstream.PullMaxMessages(2*cfg.BatchSize))
+	done, stop, err := acker(cons, cfg, n)
 	if err != nil {
 		return 0, err
 	}
-	defer cc.Stop()
+	defer stop()
 	start := time.Now()
-	for _, ev := range benchEvents(n, "rawe2e") {
-		m, err := bus.Encode(ev)
-		if err != nil {
-			return 0, err
-		}
-		m.Subject = prefix + m.Subject
-		if _, err := d.JS.PublishMsgAsync(m); err != nil {
-			return 0, err
-		}
+	if err := publishRaw(d, benchEvents(n, "rawe2e"), prefix); err != nil {
+		return 0, err
 	}
-	select {
-	case <-done:
-		return float64(n) / time.Since(start).Seconds(), nil
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
+	return rateWhen(ctx, done, n, start)
 }
 
 // scorerE2ERound publishes events while the scorer runs and returns their
 // number over the time from the first publish to the last commit.
 func scorerE2ERound(ctx context.Context, d *app.Deps, events []event.Event, tenant string) (float64, error) {
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	runDone := make(chan error, 1)
-	go func() { runDone <- app.Run(sctx, d, quality.Consumer) }()
-	defer func() { stop(); <-runDone }()
+	defer runScorer(ctx, d)()
 	start := time.Now()
 	for _, ev := range events {
 		if _, err := d.Publisher.PublishAsync(ev); err != nil {
@@ -290,14 +300,11 @@ func scorerRound(ctx context.Context, d *app.Deps, events []event.Event, tenant 
 		return 0, 0, err
 	}
 	pubRate = float64(len(events)) / time.Since(start).Seconds()
-	sctx, stop := context.WithCancel(ctx)
-	runDone := make(chan error, 1)
 	start = time.Now()
-	go func() { runDone <- app.Run(sctx, d, quality.Consumer) }()
+	stop := runScorer(ctx, d)
 	err = waitCommitted(ctx, d, tenant, int64(len(events)))
 	rate = float64(len(events)) / time.Since(start).Seconds()
 	stop()
-	<-runDone
 	return pubRate, rate, err
 }
 
@@ -310,10 +317,7 @@ func lightRound(ctx context.Context, d *app.Deps, light int) ([]time.Duration, e
 		return nil, err
 	}
 	defer sub.Unsubscribe()
-	sctx, stop := context.WithCancel(ctx)
-	runDone := make(chan error, 1)
-	go func() { runDone <- app.Run(sctx, d, quality.Consumer) }()
-	defer func() { stop(); <-runDone }()
+	defer runScorer(ctx, d)()
 	var lat []time.Duration
 	for i := range light {
 		ev, _ := bus.NewEvent(quality.TypeToolExecuted, tenant, "agentq-bench", map[string]any{"tool_name": fmt.Sprintf("light_%d", i), "success": true})
