@@ -96,10 +96,13 @@ func queueSave(b *pgx.Batch, ms []*Metrics) {
 		rate, quality, lastIDs)
 }
 
+// Querier runs a query: a pool, a connection or a transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
 // Get returns the metrics of one target, or nil when it has none.
-func Get(ctx context.Context, db interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, k Key) (*Metrics, error) {
+func Get(ctx context.Context, db Querier, k Key) (*Metrics, error) {
 	all, err := List(ctx, db, k.Tenant, k.Target, k.ID)
 	if err != nil || len(all) == 0 {
 		return nil, err
@@ -109,9 +112,7 @@ func Get(ctx context.Context, db interface {
 
 // List returns a tenant's metrics, all of them when target is "", one
 // target kind, or one target when id is set too, ordered by target and id.
-func List(ctx context.Context, db interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, tenant, target, id string) ([]*Metrics, error) {
+func List(ctx context.Context, db Querier, tenant, target, id string) ([]*Metrics, error) {
 	rows, err := db.Query(ctx, `
 		SELECT `+metricsColumns+`
 		FROM quality_metrics m
