@@ -11,6 +11,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
 
@@ -129,10 +130,17 @@ type Runner struct {
 	handler BatchHandler
 	opts    RunnerOptions
 	log     zerolog.Logger
-	metrics *Metrics
+	metrics runnerMetrics
 	// outages counts consecutive batches that failed with Unavailable; it
 	// sets the nak delay and the pause before the next fetch.
 	outages int
+}
+
+// runnerMetrics are one consumer's series of Metrics.
+type runnerMetrics struct {
+	acks, naks            prometheus.Counter
+	handleTime, batchSize prometheus.Observer
+	deadLetters           map[string]prometheus.Counter // by reason code
 }
 
 // NewRunner returns a runner for handler. schema validates every incoming
@@ -145,14 +153,20 @@ func NewRunner(js jetstream.JetStream, schema Validator, handler BatchHandler, o
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
-	// Export zeros from the start, so dashboards and alerts see the series.
-	metrics.acks.WithLabelValues(opts.Consumer)
-	metrics.naks.WithLabelValues(opts.Consumer)
+	// Resolve this consumer's series once, off the per-event path; creating
+	// them also exports zeros from the start, for dashboards and alerts.
+	obs := runnerMetrics{
+		acks:        metrics.acks.WithLabelValues(opts.Consumer),
+		naks:        metrics.naks.WithLabelValues(opts.Consumer),
+		handleTime:  metrics.handleTime.WithLabelValues(opts.Consumer),
+		batchSize:   metrics.batchSize.WithLabelValues(opts.Consumer),
+		deadLetters: map[string]prometheus.Counter{},
+	}
 	for _, r := range []string{ReasonDecode, ReasonOversize, ReasonTenantMismatch, ReasonUnknownType, ReasonSchema, ReasonPermanent, ReasonPanic, ReasonMaxDeliver} {
-		metrics.deadLetters.WithLabelValues(opts.Consumer, r)
+		obs.deadLetters[r] = metrics.deadLetters.WithLabelValues(opts.Consumer, r)
 	}
 	return &Runner{
-		js: js, schema: schema, handler: handler, opts: opts, metrics: metrics,
+		js: js, schema: schema, handler: handler, opts: opts, metrics: obs,
 		log: log.With().Str("consumer", opts.Consumer).Logger(),
 	}, nil
 }
@@ -328,7 +342,7 @@ func (r *Runner) nakBuffered(in <-chan prepared) {
 		select {
 		case p := <-in:
 			_ = p.d.msg.Nak()
-			r.metrics.naks.WithLabelValues(r.opts.Consumer).Inc()
+			r.metrics.naks.Inc()
 		default:
 			return
 		}
@@ -360,8 +374,8 @@ func (r *Runner) process(ctx context.Context, msgs []prepared) (down bool) {
 	defer cancel()
 	start := time.Now()
 	errs := r.call(hctx, batch)
-	r.metrics.handleTime.WithLabelValues(r.opts.Consumer).Observe(time.Since(start).Seconds())
-	r.metrics.batchSize.WithLabelValues(r.opts.Consumer).Observe(float64(len(batch)))
+	r.metrics.handleTime.Observe(time.Since(start).Seconds())
+	r.metrics.batchSize.Observe(float64(len(batch)))
 	down = true
 	for _, err := range errs {
 		down = down && IsUnavailable(err)
@@ -480,14 +494,14 @@ func (r *Runner) settle(ctx context.Context, d *Delivery, err error) {
 			r.eventLog(r.log.Warn(), d).Err(aerr).Msg("ack failed")
 			return
 		}
-		r.metrics.acks.WithLabelValues(r.opts.Consumer).Inc()
+		r.metrics.acks.Inc()
 		r.eventLog(r.log.Debug(), d).Msg("ack")
 	case IsPermanent(err):
 		r.deadLetter(ctx, d.msg, d, reasonCode(err), err)
 	case IsUnavailable(err):
 		delay := r.backoff(uint64(r.outages))
 		_ = d.msg.NakWithDelay(delay)
-		r.metrics.naks.WithLabelValues(r.opts.Consumer).Inc()
+		r.metrics.naks.Inc()
 		r.eventLog(r.log.Warn(), d).Err(err).Dur("retry_in", delay).Msg("nak: dependency unavailable")
 	case d.NumDelivered >= uint64(r.opts.MaxDeliver):
 		r.deadLetter(ctx, d.msg, d, ReasonMaxDeliver,
@@ -495,7 +509,7 @@ func (r *Runner) settle(ctx context.Context, d *Delivery, err error) {
 	default:
 		delay := r.backoff(d.NumDelivered)
 		_ = d.msg.NakWithDelay(delay)
-		r.metrics.naks.WithLabelValues(r.opts.Consumer).Inc()
+		r.metrics.naks.Inc()
 		r.eventLog(r.log.Warn(), d).Err(err).Dur("retry_in", delay).Uint64("delivery", d.NumDelivered).Msg("nak")
 	}
 }
@@ -560,12 +574,16 @@ func (r *Runner) deadLetter(ctx context.Context, m jetstream.Msg, d *Delivery, c
 	defer cancel()
 	if _, err := r.js.PublishMsg(pctx, dl, jetstream.WithMsgID(id)); err != nil {
 		_ = m.NakWithDelay(r.backoff(d.NumDelivered))
-		r.metrics.naks.WithLabelValues(r.opts.Consumer).Inc()
+		r.metrics.naks.Inc()
 		r.eventLog(r.log.Error(), d).Err(err).Str("reason_code", code).Msg("dead letter not stored; nak to retry")
 		return
 	}
 	_ = m.TermWithReason(code)
-	r.metrics.deadLetters.WithLabelValues(r.opts.Consumer, code).Inc()
+	c, ok := r.metrics.deadLetters[code]
+	if !ok {
+		c = r.metrics.deadLetters[ReasonPermanent]
+	}
+	c.Inc()
 	r.eventLog(r.log.Error(), d).Str("reason_code", code).Str("reason", reason).Uint64("delivery", d.NumDelivered).Msg("dead-lettered")
 }
 
