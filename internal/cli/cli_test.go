@@ -56,12 +56,7 @@ func run(ctx context.Context, env map[string]string, stdin string, args ...strin
 // The "done when": agentq dev plus a published tool.executed event
 // produces a quality.changed event that a subscriber can see.
 func TestDevPublishTail(t *testing.T) {
-	env := map[string]string{"AGENTQ_DATABASE_URL": testenv.DatabaseURL(t), "AGENTQ_METRICS_ADDR": "", "AGENTQ_LOG_LEVEL": "warn"}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	natsURL, stop := startDev(t, ctx, env)
-	t.Cleanup(stop)
-	client := map[string]string{"AGENTQ_NATS_URL": natsURL}
+	ctx, env, natsURL, client := devOnTestDatabase(t)
 
 	tailDone := make(chan string, 1)
 	go func() {
@@ -216,6 +211,17 @@ func TestDevDataSurvivesRestart(t *testing.T) {
 	require.DirExists(t, filepath.Join(dir, "pglite"))
 }
 
+// devOnTestDatabase runs agentq dev on the test database for the rest of
+// the test and returns its environment, NATS URL and a client environment.
+func devOnTestDatabase(t *testing.T) (ctx context.Context, env map[string]string, natsURL string, client map[string]string) {
+	t.Helper()
+	env = map[string]string{"AGENTQ_DATABASE_URL": testenv.DatabaseURL(t), "AGENTQ_METRICS_ADDR": "", "AGENTQ_LOG_LEVEL": "warn"}
+	ctx, cancel := context.WithCancel(context.Background())
+	natsURL, stop := startDev(t, ctx, env)
+	t.Cleanup(func() { stop(); cancel() })
+	return ctx, env, natsURL, map[string]string{"AGENTQ_NATS_URL": natsURL}
+}
+
 // startDev runs agentq dev until stop is called and returns its NATS URL.
 func startDev(t *testing.T, ctx context.Context, env map[string]string, args ...string) (string, func()) {
 	t.Helper()
@@ -254,12 +260,7 @@ func startDev(t *testing.T, ctx context.Context, env map[string]string, args ...
 // A dead letter redriven after a fix reaches the consumer again and is
 // applied once; the DLQ no longer holds it.
 func TestDLQRedrive(t *testing.T) {
-	env := map[string]string{"AGENTQ_DATABASE_URL": testenv.DatabaseURL(t), "AGENTQ_METRICS_ADDR": "", "AGENTQ_LOG_LEVEL": "warn"}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	natsURL, stop := startDev(t, ctx, env)
-	t.Cleanup(stop)
-	client := map[string]string{"AGENTQ_NATS_URL": natsURL}
+	ctx, _, natsURL, client := devOnTestDatabase(t)
 	nc, err := nats.Connect(natsURL)
 	require.NoError(t, err)
 	defer nc.Close()
