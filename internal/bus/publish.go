@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"fmt"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/cloudevents/sdk-go/v2/event"

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"strconv"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -527,85 +525,4 @@ func (r *Runner) backoff(numDelivered uint64) time.Duration {
 
 func (r *Runner) eventLog(e *zerolog.Event, d *Delivery) *zerolog.Event {
 	return e.Str("event_id", d.Event.ID()).Str("type", d.Event.Type()).Str("tenant", d.Tenant).Str("subject", d.Subject)
-}
-
-// Dead-letter headers, added to the original message's headers.
-const (
-	HeaderDLQReason     = "Agentq-Dlq-Reason"
-	HeaderDLQReasonCode = "Agentq-Dlq-Reason-Code"
-	HeaderDLQConsumer   = "Agentq-Dlq-Consumer"
-	HeaderDLQSubject    = "Agentq-Dlq-Subject"
-	HeaderDLQStreamSeq  = "Agentq-Dlq-Stream-Seq"
-	HeaderDLQDeliveries = "Agentq-Dlq-Deliveries"
-	HeaderDLQTime       = "Agentq-Dlq-Time"
-)
-
-// DLQSubject is where consumer's dead letters of messages from subject go.
-func DLQSubject(consumer, subject string) string {
-	return dlqPrefix + "." + consumer + "." + subject
-}
-
-// deadLetter publishes the original message with the reason to AGENTQ_DLQ,
-// then terminates it. If the dead letter cannot be stored, the message is
-// nakked instead: it is retried later, never lost.
-func (r *Runner) deadLetter(ctx context.Context, m jetstream.Msg, d *Delivery, code string, cause error) {
-	dl := nats.NewMsg(DLQSubject(r.opts.Consumer, m.Subject()))
-	for k, v := range m.Headers() {
-		if k == headerMsgID {
-			continue
-		}
-		dl.Header[k] = append([]string(nil), v...)
-	}
-	reason := cause.Error()
-	if len(reason) > 1024 {
-		reason = reason[:1024] + "…"
-	}
-	dl.Header.Set(HeaderDLQReason, reason)
-	dl.Header.Set(HeaderDLQReasonCode, code)
-	dl.Header.Set(HeaderDLQConsumer, r.opts.Consumer)
-	dl.Header.Set(HeaderDLQSubject, m.Subject())
-	dl.Header.Set(HeaderDLQStreamSeq, strconv.FormatUint(d.StreamSeq, 10))
-	dl.Header.Set(HeaderDLQDeliveries, strconv.FormatUint(d.NumDelivered, 10))
-	dl.Header.Set(HeaderDLQTime, time.Now().UTC().Format(time.RFC3339Nano))
-	dl.Data = m.Data()
-	id := "dlq-" + r.opts.Consumer + "-" + strconv.FormatUint(d.StreamSeq, 10) + "-" + strconv.FormatUint(d.NumDelivered, 10)
-
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if _, err := r.js.PublishMsg(pctx, dl, jetstream.WithMsgID(id)); err != nil {
-		_ = m.NakWithDelay(r.backoff(d.NumDelivered))
-		r.metrics.naks.Inc()
-		r.eventLog(r.log.Error(), d).Err(err).Str("reason_code", code).Msg("dead letter not stored; nak to retry")
-		return
-	}
-	_ = m.TermWithReason(code)
-	c, ok := r.metrics.deadLetters[code]
-	if !ok {
-		c = r.metrics.deadLetters[ReasonPermanent]
-	}
-	c.Inc()
-	r.eventLog(r.log.Error(), d).Str("reason_code", code).Str("reason", reason).Uint64("delivery", d.NumDelivered).Msg("dead-lettered")
-}
-
-// DeadLetter is a message read back from AGENTQ_DLQ.
-type DeadLetter struct {
-	Subject    string // original subject
-	Consumer   string
-	ReasonCode string
-	Reason     string
-	Deliveries uint64
-	StreamSeq  uint64
-	Header     nats.Header // original headers plus the Agentq-Dlq-* ones
-	Data       []byte      // original payload
-}
-
-// ParseDeadLetter reads a dead letter's facts from its headers.
-func ParseDeadLetter(h nats.Header, data []byte) DeadLetter {
-	n, _ := strconv.ParseUint(h.Get(HeaderDLQDeliveries), 10, 64)
-	s, _ := strconv.ParseUint(h.Get(HeaderDLQStreamSeq), 10, 64)
-	return DeadLetter{
-		Subject: h.Get(HeaderDLQSubject), Consumer: h.Get(HeaderDLQConsumer),
-		ReasonCode: h.Get(HeaderDLQReasonCode), Reason: h.Get(HeaderDLQReason),
-		Deliveries: n, StreamSeq: s, Header: h, Data: data,
-	}
 }

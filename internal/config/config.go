@@ -27,19 +27,24 @@ type Config struct {
 	DatabaseURL    string            // AGENTQ_DATABASE_URL; empty: dev database (agentq dev and tests only)
 	LogLevel       string            // AGENTQ_LOG_LEVEL
 	LogFormat      string            // AGENTQ_LOG_FORMAT: json, console or auto
-	MetricsAddr    string            // AGENTQ_METRICS_ADDR; empty disables
+	MetricsAddr    string            // AGENTQ_METRICS_ADDR; "off" disables
 	Stream         bus.StreamOptions // AGENTQ_STREAM_*
 	MaxDeliver     int               // AGENTQ_MAX_DELIVER
 	AckWait        time.Duration     // AGENTQ_ACK_WAIT
 	MaxPayload     int               // AGENTQ_MAX_PAYLOAD
 	ShutdownGrace  time.Duration     // AGENTQ_SHUTDOWN_GRACE
 	BatchSize      int               // AGENTQ_BATCH_SIZE
-	InboxRetention time.Duration     // AGENTQ_INBOX_RETENTION; 0 keeps forever
-	DataDir        string            // AGENTQ_DATA_DIR (agentq dev)
-	NATSListen     string            // AGENTQ_NATS_LISTEN (agentq dev's embedded server)
-	PGliteDir      string            // AGENTQ_PGLITE_DIR (agentq dev's dev database)
-	LLM            Provider          // AGENTQ_LLM_*
-	Embed          Provider          // AGENTQ_EMBED_*
+	HandlerTimeout time.Duration     // AGENTQ_HANDLER_TIMEOUT
+	// Consumers holds per-consumer overrides of the runner settings,
+	// AGENTQ_<CONSUMER>_{BATCH_SIZE,ACK_WAIT,HANDLER_TIMEOUT}, by consumer.
+	Consumers         map[string]ConsumerSettings
+	DevDBStartTimeout time.Duration // AGENTQ_DEVDB_START_TIMEOUT
+	InboxRetention    time.Duration // AGENTQ_INBOX_RETENTION; 0 keeps forever
+	DataDir           string        // AGENTQ_DATA_DIR (agentq dev)
+	NATSListen        string        // AGENTQ_NATS_LISTEN (agentq dev's embedded server)
+	PGliteDir         string        // AGENTQ_PGLITE_DIR (agentq dev's dev database)
+	LLM               Provider      // AGENTQ_LLM_*
+	Embed             Provider      // AGENTQ_EMBED_*
 }
 
 // Var documents one environment variable.
@@ -53,7 +58,7 @@ var Vars = []Var{
 	{"AGENTQ_DATABASE_URL", "", "Postgres with pgvector; empty: agentq dev and the tests start the PGlite dev database"},
 	{"AGENTQ_LOG_LEVEL", "info", "trace, debug, info, warn or error"},
 	{"AGENTQ_LOG_FORMAT", "auto", "json, console, or auto (console on a terminal, else json)"},
-	{"AGENTQ_METRICS_ADDR", ":9090", "address of /metrics and /healthz; empty disables"},
+	{"AGENTQ_METRICS_ADDR", "127.0.0.1:9090", "address of /metrics and /healthz (`:9090` for every interface); `off` disables"},
 	{"AGENTQ_STREAM_REPLICAS", "1", "replicas of AGENTQ and AGENTQ_DLQ (3 on a cluster)"},
 	{"AGENTQ_STREAM_MAX_AGE", "0", "how long the streams keep events; 0 keeps them forever (replay needs history)"},
 	{"AGENTQ_STREAM_MAX_BYTES", "-1", "size limit of each stream in bytes; -1 is unlimited"},
@@ -63,9 +68,11 @@ var Vars = []Var{
 	{"AGENTQ_MAX_PAYLOAD", "1048576", "largest event data accepted, in bytes; larger is dead-lettered"},
 	{"AGENTQ_SHUTDOWN_GRACE", "10s", "how long a stopping consumer may finish the batch in hand"},
 	{"AGENTQ_BATCH_SIZE", "500", "most events a consumer handles in one transaction"},
+	{"AGENTQ_HANDLER_TIMEOUT", "30s", "longest a consumer may work on one batch before it is cancelled and retried (messages are kept alive meanwhile)"},
 	{"AGENTQ_INBOX_RETENTION", "0", "how long consumers remember applied event ids (hourly pruning); 0 keeps them forever; keep it above AGENTQ_STREAM_MAX_AGE"},
 	{"AGENTQ_DATA_DIR", "", "agentq dev: where the embedded NATS and dev database keep data; empty: a temporary directory removed on exit"},
 	{"AGENTQ_NATS_LISTEN", "127.0.0.1:4222", "agentq dev: where the embedded NATS server listens"},
+	{"AGENTQ_DEVDB_START_TIMEOUT", "60s", "agentq dev and tests: how long to wait for the PGlite dev database to accept connections"},
 	{"AGENTQ_PGLITE_DIR", "", "agentq dev and tests: directory holding node_modules of the dev database; empty: found by walking up from the working directory and the executable"},
 	{"AGENTQ_LLM_BASE_URL", "", "OpenAI-compatible chat endpoint for the rater and lab; empty: rule-based rater"},
 	{"AGENTQ_LLM_MODEL", "", "chat model name"},
@@ -120,17 +127,39 @@ func Load(getenv func(string) string) (Config, error) {
 			MaxBytes:   int64(num("AGENTQ_STREAM_MAX_BYTES")),
 			Duplicates: dur("AGENTQ_STREAM_DUPLICATE_WINDOW"),
 		},
-		MaxDeliver:     num("AGENTQ_MAX_DELIVER"),
-		AckWait:        dur("AGENTQ_ACK_WAIT"),
-		MaxPayload:     num("AGENTQ_MAX_PAYLOAD"),
-		ShutdownGrace:  dur("AGENTQ_SHUTDOWN_GRACE"),
-		BatchSize:      num("AGENTQ_BATCH_SIZE"),
-		InboxRetention: dur("AGENTQ_INBOX_RETENTION"),
-		DataDir:        get("AGENTQ_DATA_DIR"),
-		NATSListen:     get("AGENTQ_NATS_LISTEN"),
-		PGliteDir:      get("AGENTQ_PGLITE_DIR"),
-		LLM:            Provider{get("AGENTQ_LLM_BASE_URL"), get("AGENTQ_LLM_MODEL"), get("AGENTQ_LLM_API_KEY")},
-		Embed:          Provider{get("AGENTQ_EMBED_BASE_URL"), get("AGENTQ_EMBED_MODEL"), get("AGENTQ_EMBED_API_KEY")},
+		MaxDeliver:        num("AGENTQ_MAX_DELIVER"),
+		AckWait:           dur("AGENTQ_ACK_WAIT"),
+		MaxPayload:        num("AGENTQ_MAX_PAYLOAD"),
+		ShutdownGrace:     dur("AGENTQ_SHUTDOWN_GRACE"),
+		BatchSize:         num("AGENTQ_BATCH_SIZE"),
+		HandlerTimeout:    dur("AGENTQ_HANDLER_TIMEOUT"),
+		DevDBStartTimeout: dur("AGENTQ_DEVDB_START_TIMEOUT"),
+		Consumers:         map[string]ConsumerSettings{},
+		InboxRetention:    dur("AGENTQ_INBOX_RETENTION"),
+		DataDir:           get("AGENTQ_DATA_DIR"),
+		NATSListen:        get("AGENTQ_NATS_LISTEN"),
+		PGliteDir:         get("AGENTQ_PGLITE_DIR"),
+		LLM:               Provider{get("AGENTQ_LLM_BASE_URL"), get("AGENTQ_LLM_MODEL"), get("AGENTQ_LLM_API_KEY")},
+		Embed:             Provider{get("AGENTQ_EMBED_BASE_URL"), get("AGENTQ_EMBED_MODEL"), get("AGENTQ_EMBED_API_KEY")},
+	}
+	if c.MetricsAddr == "off" {
+		c.MetricsAddr = ""
+	}
+	for _, name := range ConsumerNames {
+		prefix := "AGENTQ_" + strings.ToUpper(name) + "_"
+		var s ConsumerSettings
+		if getenv(prefix+"BATCH_SIZE") != "" {
+			s.BatchSize = num(prefix + "BATCH_SIZE")
+		}
+		if getenv(prefix+"ACK_WAIT") != "" {
+			s.AckWait = dur(prefix + "ACK_WAIT")
+		}
+		if getenv(prefix+"HANDLER_TIMEOUT") != "" {
+			s.HandlerTimeout = dur(prefix + "HANDLER_TIMEOUT")
+		}
+		if s != (ConsumerSettings{}) {
+			c.Consumers[name] = s
+		}
 	}
 	if len(errs) == 0 {
 		errs = append(errs, c.Validate())
@@ -158,9 +187,19 @@ func (c Config) Validate() error {
 	check(c.MaxPayload >= 1024, "AGENTQ_MAX_PAYLOAD %d: want at least 1024 bytes", c.MaxPayload)
 	check(c.ShutdownGrace > 0, "AGENTQ_SHUTDOWN_GRACE must be positive")
 	check(c.BatchSize >= 1 && c.BatchSize <= 10000, "AGENTQ_BATCH_SIZE %d: want 1..10000", c.BatchSize)
+	check(c.HandlerTimeout > 0, "AGENTQ_HANDLER_TIMEOUT must be positive")
+	check(c.DevDBStartTimeout > 0, "AGENTQ_DEVDB_START_TIMEOUT must be positive")
 	check(c.InboxRetention >= 0, "AGENTQ_INBOX_RETENTION must not be negative")
-	check(c.InboxRetention == 0 || c.Stream.MaxAge == 0 || c.InboxRetention >= c.Stream.MaxAge,
-		"AGENTQ_INBOX_RETENTION %s is shorter than AGENTQ_STREAM_MAX_AGE %s: a replay could apply events twice", c.InboxRetention, c.Stream.MaxAge)
+	// Applied ids must be remembered at least as long as the stream keeps
+	// the events: a stream that keeps them forever needs an inbox that does.
+	check(c.InboxRetention == 0 || (c.Stream.MaxAge > 0 && c.InboxRetention >= c.Stream.MaxAge),
+		"AGENTQ_INBOX_RETENTION %s is shorter than AGENTQ_STREAM_MAX_AGE %s (0 = forever): a replay could apply events twice", c.InboxRetention, c.Stream.MaxAge)
+	for name, s := range c.Consumers {
+		p := "AGENTQ_" + strings.ToUpper(name) + "_"
+		check(s.BatchSize == 0 || (s.BatchSize >= 1 && s.BatchSize <= 10000), "%sBATCH_SIZE %d: want 1..10000", p, s.BatchSize)
+		check(s.AckWait == 0 || s.AckWait >= time.Second, "%sACK_WAIT %s: want at least 1s", p, s.AckWait)
+		check(s.HandlerTimeout >= 0, "%sHANDLER_TIMEOUT must be positive", p)
+	}
 	return errors.Join(errs...)
 }
 
@@ -173,15 +212,41 @@ func oneOf(s string, options ...string) bool {
 	return false
 }
 
-// Runner returns the runner options of consumer for subjects.
+// ConsumerNames are the consumers whose runner settings can be overridden
+// one by one with AGENTQ_<CONSUMER>_{BATCH_SIZE,ACK_WAIT,HANDLER_TIMEOUT}.
+var ConsumerNames = []string{"scorer", "indexer", "rater", "degrader", "lab"}
+
+// ConsumerSettings are one consumer's overrides; zero fields keep the
+// process-wide value.
+type ConsumerSettings struct {
+	BatchSize      int
+	AckWait        time.Duration
+	HandlerTimeout time.Duration
+}
+
+// Runner returns the runner options of consumer for subjects: the
+// process-wide settings, then the consumer's own overrides.
 func (c Config) Runner(consumer string, subjects ...string) bus.RunnerOptions {
-	return bus.RunnerOptions{
-		Consumer:   consumer,
-		Subjects:   subjects,
-		BatchSize:  c.BatchSize,
-		MaxDeliver: c.MaxDeliver,
-		AckWait:    c.AckWait,
-		MaxPayload: c.MaxPayload,
-		Grace:      c.ShutdownGrace,
+	o := bus.RunnerOptions{
+		Consumer:       consumer,
+		Subjects:       subjects,
+		BatchSize:      c.BatchSize,
+		MaxDeliver:     c.MaxDeliver,
+		AckWait:        c.AckWait,
+		HandlerTimeout: c.HandlerTimeout,
+		MaxPayload:     c.MaxPayload,
+		Grace:          c.ShutdownGrace,
 	}
+	if s, ok := c.Consumers[consumer]; ok {
+		if s.BatchSize > 0 {
+			o.BatchSize = s.BatchSize
+		}
+		if s.AckWait > 0 {
+			o.AckWait = s.AckWait
+		}
+		if s.HandlerTimeout > 0 {
+			o.HandlerTimeout = s.HandlerTimeout
+		}
+	}
+	return o
 }
