@@ -18,7 +18,20 @@ const (
 	HeaderDLQStreamSeq  = "Agentq-Dlq-Stream-Seq"
 	HeaderDLQDeliveries = "Agentq-Dlq-Deliveries"
 	HeaderDLQTime       = "Agentq-Dlq-Time"
+	// HeaderDLQPayload is "reference" when the dead letter does not carry
+	// the original payload and headers (they did not fit beside the
+	// Agentq-Dlq-* headers): the original is the message at
+	// Agentq-Dlq-Stream-Seq in stream AGENTQ.
+	HeaderDLQPayload = "Agentq-Dlq-Payload"
+	// HeaderDLQEventID and HeaderDLQEventType name the event when it could
+	// be decoded, so listings need not decode the payload.
+	HeaderDLQEventID   = "Agentq-Dlq-Event-Id"
+	HeaderDLQEventType = "Agentq-Dlq-Event-Type"
 )
+
+// DLQPayloadReference is the value of HeaderDLQPayload for a dead letter
+// that refers to its original instead of copying it.
+const DLQPayloadReference = "reference"
 
 // DLQSubject is where consumer's dead letters of messages from subject go.
 func DLQSubject(consumer, subject string) string {
@@ -75,8 +88,13 @@ type DeadLetter struct {
 	Reason     string
 	Deliveries uint64
 	StreamSeq  uint64
-	Header     nats.Header // original headers plus the Agentq-Dlq-* ones
-	Data       []byte      // original payload
+	EventID    string // "" when the message was not a readable CloudEvent
+	EventType  string
+	// ByReference is set when Header and Data do not hold the original:
+	// read it from stream AGENTQ at StreamSeq.
+	ByReference bool
+	Header      nats.Header // original headers plus the Agentq-Dlq-* ones
+	Data        []byte      // original payload
 }
 
 // ParseDeadLetter reads a dead letter's facts from its headers.
@@ -87,5 +105,7 @@ func ParseDeadLetter(h nats.Header, data []byte) DeadLetter {
 		Subject: h.Get(HeaderDLQSubject), Consumer: h.Get(HeaderDLQConsumer),
 		ReasonCode: h.Get(HeaderDLQReasonCode), Reason: h.Get(HeaderDLQReason),
 		Deliveries: n, StreamSeq: s, Header: h, Data: data,
+		EventID: h.Get(HeaderDLQEventID), EventType: h.Get(HeaderDLQEventType),
+		ByReference: h.Get(HeaderDLQPayload) == DLQPayloadReference,
 	}
 }
