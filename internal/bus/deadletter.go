@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,17 +40,15 @@ func DLQSubject(consumer, subject string) string {
 }
 
 // deadLetter publishes the original message with the reason to AGENTQ_DLQ,
-// then terminates it. If the dead letter cannot be stored, the message is
-// nakked instead: it is retried later, never lost.
-func (r *Runner) deadLetter(ctx context.Context, m jetstream.Msg, d *Delivery, code string, cause error) {
+// then terminates it. When the original and the Agentq-Dlq-* headers do not
+// fit in one message, the dead letter refers to the original (it is in
+// AGENTQ at its stream sequence) instead of copying it, so a dead letter
+// can always be stored. If it still cannot be stored, the message is
+// nakked instead (an excused delivery): it is retried later, never lost.
+func (r *Runner) deadLetter(ctx context.Context, d *Delivery, code string, cause error) {
+	m := d.msg
 	dl := nats.NewMsg(DLQSubject(r.opts.Consumer, m.Subject()))
-	for k, v := range m.Headers() {
-		if k == headerMsgID {
-			continue
-		}
-		dl.Header[k] = append([]string(nil), v...)
-	}
-	reason := cause.Error()
+	reason := loggable(strings.Join(strings.Fields(cause.Error()), " "))
 	if len(reason) > 1024 {
 		reason = reason[:1024] + "…"
 	}
@@ -60,24 +59,52 @@ func (r *Runner) deadLetter(ctx context.Context, m jetstream.Msg, d *Delivery, c
 	dl.Header.Set(HeaderDLQStreamSeq, strconv.FormatUint(d.StreamSeq, 10))
 	dl.Header.Set(HeaderDLQDeliveries, strconv.FormatUint(d.NumDelivered, 10))
 	dl.Header.Set(HeaderDLQTime, time.Now().UTC().Format(time.RFC3339Nano))
-	dl.Data = m.Data()
+	if id := d.Event.ID(); id != "" {
+		dl.Header.Set(HeaderDLQEventID, loggable(id))
+		dl.Header.Set(HeaderDLQEventType, loggable(d.Event.Type()))
+	} else if d.rawID != "" {
+		dl.Header.Set(HeaderDLQEventID, d.rawID)
+	}
+	const margin = 1024 // the subject, the protocol line and the header block's framing
+	size := wireHeaderBytes(dl.Header) + wireHeaderBytes(m.Headers()) + len(m.Data()) + margin
+	if limit := r.js.Conn().MaxPayload(); limit > 0 && int64(size) > limit {
+		dl.Header.Set(HeaderDLQPayload, DLQPayloadReference)
+	} else {
+		for k, v := range m.Headers() {
+			if k == headerMsgID {
+				continue
+			}
+			dl.Header[k] = append([]string(nil), v...)
+		}
+		dl.Data = m.Data()
+	}
 	id := "dlq-" + r.opts.Consumer + "-" + strconv.FormatUint(d.StreamSeq, 10) + "-" + strconv.FormatUint(d.NumDelivered, 10)
 
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if _, err := r.js.PublishMsg(pctx, dl, jetstream.WithMsgID(id)); err != nil {
-		_ = m.NakWithDelay(r.backoff(d.NumDelivered))
-		r.metrics.naks.Inc()
+		r.nakExcused(d, r.backoff(int(d.excused)+1))
 		r.eventLog(r.log.Error(), d).Err(err).Str("reason_code", code).Msg("dead letter not stored; nak to retry")
 		return
 	}
 	_ = m.TermWithReason(code)
+	r.forget(d)
 	c, ok := r.metrics.deadLetters[code]
 	if !ok {
 		c = r.metrics.deadLetters[ReasonPermanent]
 	}
 	c.Inc()
 	r.eventLog(r.log.Error(), d).Str("reason_code", code).Str("reason", reason).Uint64("delivery", d.NumDelivered).Msg("dead-lettered")
+}
+
+func wireHeaderBytes(h nats.Header) int {
+	n := 0
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4 // ": " and CRLF
+		}
+	}
+	return n
 }
 
 // DeadLetter is a message read back from AGENTQ_DLQ.

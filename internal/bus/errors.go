@@ -16,7 +16,12 @@ const (
 	ReasonPermanent      = "permanent"       // the handler said the event can never succeed
 	ReasonPanic          = "panic"           // the handler panicked on this event alone
 	ReasonMaxDeliver     = "max_deliver"     // transient failures until the delivery limit
+	ReasonUnsettled      = "unsettled"       // delivered again and again with no decision: the process died or hung holding it
 )
+
+// ReasonCodes lists every dead-letter reason code.
+var ReasonCodes = []string{ReasonDecode, ReasonOversize, ReasonTenantMismatch, ReasonUnknownType,
+	ReasonSchema, ReasonPermanent, ReasonPanic, ReasonMaxDeliver, ReasonUnsettled}
 
 // permanentError marks an error that retrying cannot fix.
 type permanentError struct {

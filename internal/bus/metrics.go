@@ -8,6 +8,7 @@ import (
 type Metrics struct {
 	acks        *prometheus.CounterVec
 	naks        *prometheus.CounterVec
+	failures    *prometheus.CounterVec
 	deadLetters *prometheus.CounterVec
 	handleTime  *prometheus.HistogramVec
 	batchSize   *prometheus.HistogramVec
@@ -25,6 +26,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		naks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "agentq", Name: "events_nakked_total",
 			Help: "Events negatively acked for a later retry after a transient error.",
+		}, []string{"consumer"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "agentq", Name: "event_failures_total",
+			Help: "Deliveries that failed for the event's own reasons (they count toward AGENTQ_MAX_DELIVER; outages do not).",
 		}, []string{"consumer"}),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "agentq", Name: "events_dead_lettered_total",
@@ -44,6 +49,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		m.acks = register(reg, m.acks)
 		m.naks = register(reg, m.naks)
+		m.failures = register(reg, m.failures)
 		m.deadLetters = register(reg, m.deadLetters)
 		m.handleTime = register(reg, m.handleTime)
 		m.batchSize = register(reg, m.batchSize)

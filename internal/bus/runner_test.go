@@ -155,7 +155,7 @@ func TestRunnerDeadLettersBadInputAndKeepsGoing(t *testing.T) {
 		{"type on the wrong subject", binary("ws", "agentq.prompt.used.v1", tenant, `{"prompt_hash":"h","success":true}`), bus.ReasonUnknownType, "belongs on subject prompt.used.acme"},
 		{"handler says permanent", toolMsg(t, tenant, "permanent"), bus.ReasonPermanent, "version conflict"},
 		{"handler panics", toolMsg(t, tenant, "panics"), bus.ReasonPanic, "tool output exploded"},
-		{"transient until the limit", toolMsg(t, tenant, "always-fails"), bus.ReasonMaxDeliver, "failed 3 deliveries, last error: still failing"},
+		{"transient until the limit", toolMsg(t, tenant, "always-fails"), bus.ReasonMaxDeliver, "failed 3 times, last error: still failing"},
 	}
 	for _, c := range cases {
 		publish(t, n.JS, c.msg)

@@ -44,7 +44,8 @@ func (o StreamOptions) withDefaults() StreamOptions {
 	return o
 }
 
-// EnsureStreams creates or updates AGENTQ and AGENTQ_DLQ. It is idempotent
+// EnsureStreams creates or updates AGENTQ and AGENTQ_DLQ, and the delivery
+// ledger bucket (see LedgerBucket). It is idempotent
 // and safe for many processes starting together. It retries while JetStream
 // is not ready yet (a cluster without a meta leader drops requests until one
 // is elected), each attempt bounded to 2 s, until ctx ends.
@@ -78,6 +79,12 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, o StreamOptions)
 		}); err != nil {
 			return fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
 		}
+	}
+	if err := retryJS(ctx, func(ctx context.Context) error {
+		_, err := js.CreateOrUpdateKeyValue(ctx, ledgerConfig(o.Replicas))
+		return err
+	}); err != nil {
+		return fmt.Errorf("ensure delivery ledger %s: %w", LedgerBucket, err)
 	}
 	return nil
 }

@@ -1,0 +1,189 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// fetcher pulls messages for one Consume session and keeps every message
+// it has handed out alive until the runner releases it.
+//
+// Why pull requests and not jetstream's Consume: Consume buffers messages
+// inside the client where the runner can neither see nor keep them alive,
+// so a slow batch let them outlive AckWait and be redelivered to another
+// copy while still queued here. A fetcher only asks for what fits in two
+// batches (the one in hand and the next), and a keep-alive loop sends
+// InProgress for all of them.
+type fetcher struct {
+	r    *Runner
+	cons jetstream.Consumer
+	out  chan prepared
+	gone chan struct{} // closed when the durable consumer disappeared
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{} // closed when run returns
+
+	mu    sync.Mutex
+	held  map[jetstream.Msg]struct{}
+	freed chan struct{} // signalled when room appears
+}
+
+func newFetcher(ctx context.Context, r *Runner, cons jetstream.Consumer) *fetcher {
+	limit := 2 * r.opts.BatchSize
+	ctx, cancel := context.WithCancel(ctx)
+	return &fetcher{
+		r: r, cons: cons, ctx: ctx, cancel: cancel,
+		out:   make(chan prepared, limit),
+		gone:  make(chan struct{}),
+		done:  make(chan struct{}),
+		held:  make(map[jetstream.Msg]struct{}, limit),
+		freed: make(chan struct{}, 1),
+	}
+}
+
+func (f *fetcher) limit() int { return 2 * f.r.opts.BatchSize }
+
+// run fetches until its context ends or stop is called.
+func (f *fetcher) run() {
+	defer close(f.done)
+	go f.keepAlive()
+	for {
+		n := f.room()
+		if n == 0 {
+			return
+		}
+		mb, err := f.cons.Fetch(min(n, f.r.opts.BatchSize), jetstream.FetchMaxWait(f.r.opts.FetchWait))
+		if err != nil {
+			if f.consumerGone(err) {
+				return
+			}
+			f.r.log.Warn().Err(err).Msg("fetch")
+			f.pause(200 * time.Millisecond)
+			continue
+		}
+		for m := range mb.Messages() {
+			f.hold(m)
+			d, err := f.r.prepare(f.ctx, m)
+			if f.ctx.Err() != nil {
+				// Stopping: hand it back at once rather than let it wait
+				// for AckWait.
+				f.r.nakExcused(d)
+				f.release(m)
+				continue
+			}
+			f.out <- prepared{d, err} // never blocks: out holds the limit
+		}
+		if err := mb.Error(); err != nil && !errors.Is(err, context.Canceled) {
+			if f.consumerGone(err) {
+				return
+			}
+			if !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
+				f.r.log.Warn().Err(err).Msg("fetch")
+				f.pause(200 * time.Millisecond)
+			}
+		}
+	}
+}
+
+func (f *fetcher) consumerGone(err error) bool {
+	if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+		select {
+		case <-f.gone:
+		default:
+			close(f.gone)
+		}
+		return true
+	}
+	return false
+}
+
+func (f *fetcher) pause(d time.Duration) {
+	select {
+	case <-f.ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// room waits until fewer than limit messages are held and returns how many
+// more may be fetched, or 0 when the fetcher is stopping.
+func (f *fetcher) room() int {
+	for {
+		f.mu.Lock()
+		n := f.limit() - len(f.held)
+		f.mu.Unlock()
+		if f.ctx.Err() != nil {
+			return 0
+		}
+		if n > 0 {
+			return n
+		}
+		select {
+		case <-f.ctx.Done():
+			return 0
+		case <-f.freed:
+		}
+	}
+}
+
+func (f *fetcher) hold(m jetstream.Msg) {
+	f.mu.Lock()
+	f.held[m] = struct{}{}
+	f.mu.Unlock()
+}
+
+// release stops keeping m alive; the runner has settled it.
+func (f *fetcher) release(m jetstream.Msg) {
+	f.mu.Lock()
+	delete(f.held, m)
+	f.mu.Unlock()
+	select {
+	case f.freed <- struct{}{}:
+	default:
+	}
+}
+
+// keepAlive tells JetStream, three times per AckWait, that every held
+// message is still being worked on, so none is redelivered meanwhile.
+func (f *fetcher) keepAlive() {
+	t := time.NewTicker(f.r.opts.AckWait / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.done:
+			return
+		case <-t.C:
+		}
+		f.mu.Lock()
+		msgs := make([]jetstream.Msg, 0, len(f.held))
+		for m := range f.held {
+			msgs = append(msgs, m)
+		}
+		f.mu.Unlock()
+		for _, m := range msgs {
+			_ = m.InProgress() // an already settled message ignores it
+		}
+	}
+}
+
+// stop ends fetching, waits for the pull in flight to expire (naking what
+// it still brings), and naks everything fetched but not handled, so another
+// copy can take it at once.
+func (f *fetcher) stop() {
+	f.cancel()
+	<-f.done
+	for {
+		select {
+		case p := <-f.out:
+			f.r.nakExcused(p.d)
+			f.release(p.d.msg)
+		default:
+			f.r.ledger.flush(context.Background())
+			return
+		}
+	}
+}

@@ -1,0 +1,91 @@
+package bus
+
+import (
+	"context"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// prepare turns a message into a Delivery, or a permanent error with the
+// reason it must be dead-lettered. The delivery is returned even on error
+// so the dead letter can carry what was learnt.
+func (r *Runner) prepare(ctx context.Context, m jetstream.Msg) (*Delivery, error) {
+	d := &Delivery{Subject: m.Subject(), msg: m, rawID: loggable(headerValue(m.Headers(), headerPrefix+"id"))}
+	if meta, err := m.Metadata(); err == nil {
+		d.StreamSeq, d.NumDelivered, d.Time = meta.Sequence.Stream, meta.NumDelivered, meta.Timestamp
+	}
+	if d.NumDelivered > 1 {
+		// A redelivery: learn how the earlier deliveries ended. Checked
+		// before decoding, so a message that kills the process is
+		// dead-lettered before it can do so again.
+		rec, ok := r.ledger.get(ctx, d.StreamSeq)
+		d.ledger, d.Failures, d.excused = ok, rec.failures, rec.excused
+		if accounted := uint64(1 + rec.failures + rec.excused); d.NumDelivered > accounted {
+			d.unsettled = d.NumDelivered - accounted
+		}
+		if d.unsettled >= uint64(r.opts.MaxUnsettled) {
+			return d, rejectf(ReasonUnsettled, "delivered %d times and %d of those deliveries ended with no decision (the process holding it died or hung): not handled again", d.NumDelivered, d.unsettled)
+		}
+	}
+	if n := len(m.Data()); n > r.opts.MaxPayload {
+		return d, rejectf(ReasonOversize, "payload is %d bytes, over the %d-byte limit", n, r.opts.MaxPayload)
+	}
+	ev, err := Decode(m.Headers(), m.Data())
+	if err != nil {
+		return d, rejectf(ReasonDecode, "not a CloudEvent: %v", err)
+	}
+	d.Event = ev
+	d.Tenant = Tenant(ev)
+	subjectTenant := lastToken(d.Subject)
+	switch {
+	case d.Tenant == "":
+		return d, rejectf(ReasonTenantMismatch, "missing %s extension (subject tenant is %q)", ExtTenant, subjectTenant)
+	case d.Tenant != subjectTenant:
+		return d, rejectf(ReasonTenantMismatch, "%s %q does not match subject tenant %q", ExtTenant, loggable(d.Tenant), subjectTenant)
+	}
+	want, err := SubjectFor(ev.Type(), d.Tenant)
+	if err != nil {
+		return d, rejectf(ReasonUnknownType, "%v", err)
+	}
+	if want != d.Subject {
+		return d, rejectf(ReasonUnknownType, "type %s belongs on subject %s, not %s", ev.Type(), want, d.Subject)
+	}
+	if r.schema != nil {
+		if err := r.schema.Validate(ev.Type(), ev.Data()); err != nil {
+			if isUnknownType(err) {
+				return d, rejectf(ReasonUnknownType, "%v", err)
+			}
+			return d, rejectf(ReasonSchema, "%v", err)
+		}
+	}
+	return d, nil
+}
+
+func lastToken(subject string) string {
+	if i := strings.LastIndexByte(subject, '.'); i >= 0 {
+		return subject[i+1:]
+	}
+	return subject
+}
+
+// loggable makes an untrusted value safe for a log line or a header value:
+// printable, valid UTF-8, at most 256 bytes.
+func loggable(s string) string {
+	const limit = 256
+	if len(s) > limit {
+		s = s[:limit]
+		for !utf8.ValidString(s) && len(s) > 0 {
+			s = s[:len(s)-1]
+		}
+		s += "…"
+	}
+	return strings.Map(func(r rune) rune {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			return '?'
+		}
+		return r
+	}, s)
+}
