@@ -31,15 +31,15 @@ func NewPublisher(js jetstream.JetStream, schema Validator) *Publisher {
 }
 
 // Publish validates ev, sends it on its derived subject with Nats-Msg-Id set
-// to its id, and waits for the JetStream ack. A duplicate of an id already in
-// the duplicate window is acked by JetStream without being stored again;
-// the returned ack's Duplicate field says so.
+// to MsgID(tenant, id), and waits for the JetStream ack. A duplicate of a
+// tenant's event id already in the duplicate window is acked by JetStream
+// without being stored again; the returned ack's Duplicate field says so.
 func (p *Publisher) Publish(ctx context.Context, ev event.Event) (*jetstream.PubAck, error) {
 	m, err := p.encode(ev)
 	if err != nil {
 		return nil, err
 	}
-	ack, err := p.js.PublishMsg(ctx, m, jetstream.WithMsgID(ev.ID()))
+	ack, err := p.js.PublishMsg(ctx, m, jetstream.WithMsgID(MsgID(Tenant(ev), ev.ID())))
 	if err != nil {
 		return nil, fmt.Errorf("publish %s %s: %w", ev.Type(), ev.ID(), err)
 	}
@@ -54,7 +54,7 @@ func (p *Publisher) PublishAsync(ev event.Event) (jetstream.PubAckFuture, error)
 	if err != nil {
 		return nil, err
 	}
-	f, err := p.js.PublishMsgAsync(m, jetstream.WithMsgID(ev.ID()))
+	f, err := p.js.PublishMsgAsync(m, jetstream.WithMsgID(MsgID(Tenant(ev), ev.ID())))
 	if err != nil {
 		return nil, fmt.Errorf("publish %s %s: %w", ev.Type(), ev.ID(), err)
 	}
