@@ -590,3 +590,45 @@ func TestStopFinishesRequestsInHand(t *testing.T) {
 	require.ErrorIs(t, err, nats.ErrNoResponders, "a stopped service no longer listens")
 	require.NoError(t, s.Stop(), "Stop twice is a no-op")
 }
+
+func TestConcurrencyBound(t *testing.T) {
+	env := testenv.StartNATS(t)
+	const limit, n = 2, 4
+	var running, peak atomic.Int64
+	release := make(chan struct{})
+	s := startService(t, env.NC, service.Options{Name: "conc", Concurrency: limit, Timeout: 10 * time.Second})
+	require.NoError(t, s.AddEndpoint("hold", "test.hold", "", func(_ context.Context, r service.Request) (any, error) {
+		now := running.Add(1)
+		defer running.Add(-1)
+		for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
+		}
+		<-release
+		return echoReply{Tenant: r.Tenant, Query: "held"}, nil
+	}))
+
+	client, err := nats.Connect(env.URL)
+	require.NoError(t, err)
+	t.Cleanup(client.Close)
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			var r echoReply
+			err := service.Call(context.Background(), client, "test.hold.acme", echoRequest{Query: "q"}, &r)
+			if err == nil && r.Query != "held" {
+				err = fmt.Errorf("reply %+v", r)
+			}
+			errs <- err
+		}()
+	}
+	// Handlers run side by side, up to the limit...
+	testenv.Eventually(t, 5*time.Second, func() bool { return running.Load() >= limit }, "%d handlers running, want %d", running.Load(), limit)
+	// ...and no further: a window in which an unbounded service would
+	// have started the other requests.
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, int64(limit), running.Load())
+	close(release)
+	for range n {
+		require.NoError(t, <-errs)
+	}
+	require.Equal(t, int64(limit), peak.Load())
+}
