@@ -3,13 +3,28 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 )
+
+// DefaultMaxPayload is the largest message the embedded server accepts
+// unless Options.MaxPayload says otherwise: 8 MiB, above agentq's own
+// payload limit (AGENTQ_MAX_PAYLOAD) so oversized events reach the consumers
+// and are dead-lettered with a reason instead of refused by the server.
+// docker-compose.yml gives production's NATS the same limit.
+const DefaultMaxPayload = 8 << 20
+
+// setupTimeout bounds Options.Setup.
+const setupTimeout = 30 * time.Second
 
 // Options configures the embedded server.
 type Options struct {
@@ -19,10 +34,14 @@ type Options struct {
 	Port int
 	// StoreDir holds JetStream's file store. Required.
 	StoreDir string
-	// MaxPayload is the largest message the server accepts. Default 8 MiB,
-	// above agentq's own payload limit so oversized events reach the
-	// consumers and are dead-lettered with a reason instead of refused.
+	// MaxPayload is the largest message the server accepts. Default
+	// DefaultMaxPayload.
 	MaxPayload int32
+	// Setup, if set, runs against the server before it accepts any network
+	// client, through an in-process connection, within 30 seconds. Create
+	// streams here: a client that connects the moment the port opens and
+	// publishes at once must find them, not get "no responders".
+	Setup func(ctx context.Context, js jetstream.JetStream) error
 	// Log receives the server's notices and errors.
 	Log zerolog.Logger
 }
@@ -32,7 +51,10 @@ type Server struct {
 	ns *server.Server
 }
 
-// Start starts the server and waits until it accepts clients.
+// Start starts the server and waits until it accepts clients. With Setup,
+// it first starts the server on StoreDir without a listener, runs Setup,
+// shuts that server down and then starts the listening one on the same
+// store, so what Setup created is there before the port opens.
 func Start(o Options) (*Server, error) {
 	if o.StoreDir == "" {
 		return nil, errors.New("broker: StoreDir is required")
@@ -44,12 +66,71 @@ func Start(o Options) (*Server, error) {
 		o.Port = 4222
 	}
 	if o.MaxPayload == 0 {
-		o.MaxPayload = 8 << 20
+		o.MaxPayload = DefaultMaxPayload
 	}
+	addr := net.JoinHostPort(o.Host, strconv.Itoa(o.Port))
+	if o.Port > 0 {
+		// The server only logs a listen failure and then never becomes
+		// ready; find out now and say so plainly.
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("broker: cannot listen on %s: %w", addr, err)
+		}
+		_ = ln.Close()
+	}
+	if o.Setup != nil {
+		if err := setup(o); err != nil {
+			return nil, err
+		}
+	}
+	ns, err := start(o, false)
+	if err != nil {
+		return nil, err
+	}
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return nil, fmt.Errorf("broker: not ready for connections on %s within 10s", addr)
+	}
+	return &Server{ns: ns}, nil
+}
+
+// setup runs o.Setup on a server that listens on no port.
+func setup(o Options) error {
+	ns, err := start(o, true)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	}()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		return errors.New("broker: in-process server not ready within 10s")
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Name("agentq-broker-setup"))
+	if err != nil {
+		return fmt.Errorf("broker: in-process connection: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	if err := o.Setup(ctx, js); err != nil {
+		return fmt.Errorf("broker: setup: %w", err)
+	}
+	return nil
+}
+
+func start(o Options, inProcessOnly bool) (*server.Server, error) {
 	ns, err := server.NewServer(&server.Options{
 		ServerName: "agentq-dev",
 		Host:       o.Host,
 		Port:       o.Port,
+		DontListen: inProcessOnly,
 		JetStream:  true,
 		StoreDir:   o.StoreDir,
 		MaxPayload: o.MaxPayload,
@@ -60,11 +141,7 @@ func Start(o Options) (*Server, error) {
 	}
 	ns.SetLoggerV2(logAdapter{o.Log}, false, false, false)
 	ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		ns.Shutdown()
-		return nil, fmt.Errorf("broker: not ready for connections on %s:%d within 10s", o.Host, o.Port)
-	}
-	return &Server{ns: ns}, nil
+	return ns, nil
 }
 
 // ClientURL is the URL clients connect to.

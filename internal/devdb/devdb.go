@@ -38,7 +38,10 @@ const EnvDir = "AGENTQ_PGLITE_DIR"
 const MaxConnections = 100
 
 const (
-	defaultStartTimeout = 30 * time.Second
+	// DefaultStartTimeout bounds Start when Options.StartTimeout is zero. A
+	// cold in-memory start takes a few seconds, but well over 30 on a
+	// machine busy with a parallel test suite.
+	DefaultStartTimeout = 60 * time.Second
 	// closeGrace is how long Close waits after SIGTERM for a clean shutdown
 	// (the database is checkpointed) before SIGKILL.
 	closeGrace = 5 * time.Second
@@ -68,7 +71,7 @@ type Options struct {
 	// working directory, then from the executable's directory.
 	Dir string
 	// StartTimeout bounds how long Start waits for the server to accept
-	// connections. Default 30s.
+	// connections. Default DefaultStartTimeout (60s).
 	StartTimeout time.Duration
 	// Log receives the child's output at debug level and lifecycle lines.
 	// The zero value discards.
@@ -96,7 +99,7 @@ type Server struct {
 // the server, Close does. On error no child process is left running.
 func Start(ctx context.Context, opts Options) (*Server, error) {
 	if opts.StartTimeout <= 0 {
-		opts.StartTimeout = defaultStartTimeout
+		opts.StartTimeout = DefaultStartTimeout
 	}
 	dir, err := findDir(opts.Dir)
 	if err != nil {
@@ -129,14 +132,20 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("devdb: %w", err)
 	}
-	stdout, err := cmd.StdoutPipe()
+	// Our own pipes rather than cmd.StdoutPipe/StderrPipe: Wait (which runs
+	// as soon as the child exits) closes those, cutting off the child's last
+	// words, which a startup error must quote.
+	stdout, stdoutW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("devdb: %w", err)
 	}
-	stderr, err := cmd.StderrPipe()
+	stderr, stderrW, err := os.Pipe()
 	if err != nil {
+		stdout.Close()
+		stdoutW.Close()
 		return nil, fmt.Errorf("devdb: %w", err)
 	}
+	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
 
 	s := &Server{
 		cmd:   cmd,
@@ -145,14 +154,40 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		done:  make(chan struct{}),
 	}
 	began := time.Now()
-	if err := s.startLocked(); err != nil {
+	err = s.startLocked()
+	// The child has its own copies of the write ends; once ours are closed
+	// the readers see EOF when the child exits.
+	stdoutW.Close()
+	stderrW.Close()
+	if err != nil {
+		stdout.Close()
+		stderr.Close()
 		return nil, fmt.Errorf("devdb: starting node: %w", err)
 	}
 
 	tail := &lineRing{max: stderrTail}
-	go forward(stderr, s.log, "stderr", tail, nil)
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(stderrDone)
+		defer stderr.Close()
+		forward(stderr, s.log, "stderr", tail, nil)
+	}()
 	ready := make(chan string, 1)
-	go forward(stdout, s.log, "stdout", nil, ready)
+	stdoutDone := make(chan struct{})
+	go func() {
+		defer close(stdoutDone)
+		defer stdout.Close()
+		forward(stdout, s.log, "stdout", nil, ready)
+	}()
+	// childOutput is the tail of the child's stderr once it has been read to
+	// the end (the child is gone), or as far as it got within a second.
+	childOutput := func() string {
+		select {
+		case <-stderrDone:
+		case <-time.After(time.Second):
+		}
+		return "child stderr: " + tail.String()
+	}
 
 	timer := time.NewTimer(opts.StartTimeout)
 	defer timer.Stop()
@@ -160,25 +195,31 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	select {
 	case line = <-ready:
 	case <-s.done:
-		// The child died before saying anything; give the stderr reader a
-		// moment to drain so the error can quote it.
-		time.Sleep(50 * time.Millisecond)
-		return nil, fmt.Errorf("devdb: pglite server exited during start (%v): %s", s.waitErr, tail)
+		// It may have said why on stdout ("ERROR ...") before exiting.
+		select {
+		case <-stdoutDone:
+		case <-time.After(time.Second):
+		}
+		select {
+		case line = <-ready:
+		default:
+			return nil, fmt.Errorf("devdb: pglite server exited during start (%v); %s", s.waitErr, childOutput())
+		}
 	case <-ctx.Done():
 		s.kill()
-		return nil, fmt.Errorf("devdb: waiting for pglite server: %w", ctx.Err())
+		return nil, fmt.Errorf("devdb: waiting for pglite server: %w; %s", ctx.Err(), childOutput())
 	case <-timer.C:
 		s.kill()
-		return nil, fmt.Errorf("devdb: pglite server not ready after %s: %s", opts.StartTimeout, tail)
+		return nil, fmt.Errorf("devdb: pglite server not ready after %s (raise AGENTQ_DEVDB_START_TIMEOUT on a busy machine); %s", opts.StartTimeout, childOutput())
 	}
 	if msg, ok := strings.CutPrefix(line, "ERROR "); ok {
 		s.kill()
-		return nil, fmt.Errorf("devdb: pglite server failed to start: %s", msg)
+		return nil, fmt.Errorf("devdb: pglite server failed to start: %s; %s", msg, childOutput())
 	}
 	port, err := strconv.Atoi(strings.TrimPrefix(line, "READY port="))
 	if !strings.HasPrefix(line, "READY port=") || err != nil || port <= 0 {
 		s.kill()
-		return nil, fmt.Errorf("devdb: unexpected first line from pglite server: %q", line)
+		return nil, fmt.Errorf("devdb: unexpected first line from pglite server: %q; %s", line, childOutput())
 	}
 	s.port = port
 	s.log.Info().Int("port", port).Str("data_dir", dataDir).Int("pid", cmd.Process.Pid).

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,9 +24,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// testCtx leaves Start its whole DefaultStartTimeout on a busy machine.
 func testCtx(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultStartTimeout+30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -33,6 +35,9 @@ func testCtx(t *testing.T) context.Context {
 func start(t *testing.T, opts Options) *Server {
 	t.Helper()
 	opts.Log = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+	if opts.Dir == "" {
+		opts.Dir = os.Getenv(EnvDir) // as agentq's configuration does; empty: search
+	}
 	s, err := Start(testCtx(t), opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
@@ -189,6 +194,31 @@ func TestMissingNodeModules(t *testing.T) {
 	require.Contains(t, err.Error(), empty)
 }
 
+// A child that dies at once (node_modules holds pglite-socket's
+// package.json but not PGlite itself, so the launcher's import fails) makes
+// Start fail quickly with the child's own words in the error.
+func TestChildFailureQuotesItsStderr(t *testing.T) {
+	dir := t.TempDir()
+	pkg := filepath.Join(dir, socketPackage)
+	require.NoError(t, os.MkdirAll(filepath.Dir(pkg), 0o755))
+	require.NoError(t, os.WriteFile(pkg, []byte(`{"name":"@electric-sql/pglite-socket","version":"0.0.0"}`), 0o644))
+
+	began := time.Now()
+	_, err := Start(testCtx(t), Options{Dir: dir})
+	require.Error(t, err)
+	require.Less(t, time.Since(began), 20*time.Second, "a dead child is reported at once, not at the start timeout")
+	msg := err.Error()
+	t.Log(msg)
+	require.Contains(t, msg, "pglite server exited during start")
+	require.Contains(t, msg, "child stderr:")
+	require.Contains(t, msg, "@electric-sql/pglite", "the error quotes node's complaint about the missing package")
+	require.Contains(t, msg, "ERR_MODULE_NOT_FOUND")
+}
+
+func TestDefaultStartTimeout(t *testing.T) {
+	require.Equal(t, 60*time.Second, DefaultStartTimeout)
+}
+
 func TestMissingNodeModulesSearch(t *testing.T) {
 	// Neither the working directory nor the test binary's directory has
 	// node_modules above it, and no override is set.
@@ -211,7 +241,7 @@ func TestMissingNodeModulesSearch(t *testing.T) {
 // test binary, re-executed) and expects the node child to go too.
 func TestChildDiesWithParent(t *testing.T) {
 	if os.Getenv("DEVDB_TEST_PARENT") == "1" {
-		s, err := Start(context.Background(), Options{})
+		s, err := Start(context.Background(), Options{Dir: os.Getenv(EnvDir)})
 		if err != nil {
 			fmt.Println("ERR", err)
 			os.Exit(1)

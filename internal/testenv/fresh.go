@@ -27,7 +27,8 @@ func FreshDatabase(t testing.TB) string {
 	defer cancel()
 	base := os.Getenv("AGENTQ_DATABASE_URL")
 	if base == "" {
-		srv, err := devdb.Start(ctx, devdb.Options{Dir: os.Getenv(devdb.EnvDir)})
+		startTimeout, _ := time.ParseDuration(os.Getenv("AGENTQ_DEVDB_START_TIMEOUT")) // unset or bad: devdb's default, 60s
+		srv, err := devdb.Start(ctx, devdb.Options{Dir: os.Getenv(devdb.EnvDir), StartTimeout: startTimeout})
 		if err != nil {
 			t.Fatalf("fresh database: %v", err)
 		}

@@ -88,7 +88,8 @@ func DatabaseURL(t testing.TB) string {
 			if os.Getenv("AGENTQ_TEST_DEVDB_LOG") != "" { // debugging aid: the PGlite server's own log
 				log = zerolog.New(os.Stderr).Level(zerolog.DebugLevel).With().Timestamp().Logger()
 			}
-			dbSrv, dbErr = devdb.Start(ctx, devdb.Options{Dir: os.Getenv(devdb.EnvDir), Log: log})
+			startTimeout, _ := time.ParseDuration(os.Getenv("AGENTQ_DEVDB_START_TIMEOUT")) // unset or bad: devdb's default, 60s
+			dbSrv, dbErr = devdb.Start(ctx, devdb.Options{Dir: os.Getenv(devdb.EnvDir), Log: log, StartTimeout: startTimeout})
 			if dbErr != nil {
 				return
 			}
