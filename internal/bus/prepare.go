@@ -30,38 +30,60 @@ func (r *Runner) prepare(ctx context.Context, m jetstream.Msg) (*Delivery, error
 			return d, rejectf(ReasonUnsettled, "delivered %d times and %d of those deliveries ended with no decision (the process holding it died or hung): not handled again", d.NumDelivered, d.unsettled)
 		}
 	}
-	if n := len(m.Data()); n > r.opts.MaxPayload {
-		return d, rejectf(ReasonOversize, "payload is %d bytes, over the %d-byte limit", n, r.opts.MaxPayload)
+	return d, check(d, m, r.schema, r.opts.MaxPayload)
+}
+
+// Read decodes and validates a message exactly as a runner does, for tools
+// that read the stream without one (a rebuild). On error the delivery
+// still carries what was learnt, and the error's reason code is that of
+// the dead letter a runner would have written (see ReasonOf).
+func Read(m jetstream.Msg, schema Validator, maxPayload int) (*Delivery, error) {
+	d := &Delivery{Subject: m.Subject(), msg: m, rawID: loggable(headerValue(m.Headers(), headerPrefix+"id"))}
+	if meta, err := m.Metadata(); err == nil {
+		d.StreamSeq, d.NumDelivered, d.Time = meta.Sequence.Stream, meta.NumDelivered, meta.Timestamp
+	}
+	if maxPayload <= 0 {
+		maxPayload = 1 << 20
+	}
+	return d, check(d, m, schema, maxPayload)
+}
+
+// ReasonOf returns the dead-letter reason code of a permanent error.
+func ReasonOf(err error) string { return reasonCode(err) }
+
+func check(d *Delivery, m jetstream.Msg, schema Validator, maxPayload int) error {
+	if n := len(m.Data()); n > maxPayload {
+		return rejectf(ReasonOversize, "payload is %d bytes, over the %d-byte limit", n, maxPayload)
 	}
 	ev, err := Decode(m.Headers(), m.Data())
 	if err != nil {
-		return d, rejectf(ReasonDecode, "not a CloudEvent: %v", err)
+		return rejectf(ReasonDecode, "not a CloudEvent: %v", err)
 	}
 	d.Event = ev
 	d.Tenant = Tenant(ev)
 	subjectTenant := lastToken(d.Subject)
 	switch {
 	case d.Tenant == "":
-		return d, rejectf(ReasonTenantMismatch, "missing %s extension (subject tenant is %q)", ExtTenant, subjectTenant)
+		return rejectf(ReasonTenantMismatch, "missing %s extension (subject tenant is %q)", ExtTenant, subjectTenant)
 	case d.Tenant != subjectTenant:
-		return d, rejectf(ReasonTenantMismatch, "%s %q does not match subject tenant %q", ExtTenant, loggable(d.Tenant), subjectTenant)
+		return rejectf(ReasonTenantMismatch, "%s %q does not match subject tenant %q", ExtTenant, loggable(d.Tenant), subjectTenant)
 	}
 	want, err := SubjectFor(ev.Type(), d.Tenant)
 	if err != nil {
-		return d, rejectf(ReasonUnknownType, "%v", err)
+		return rejectf(ReasonUnknownType, "%v", err)
 	}
 	if want != d.Subject {
-		return d, rejectf(ReasonUnknownType, "type %s belongs on subject %s, not %s", ev.Type(), want, d.Subject)
+		return rejectf(ReasonUnknownType, "type %s belongs on subject %s, not %s", ev.Type(), want, d.Subject)
 	}
-	if r.schema != nil {
-		if err := r.schema.Validate(ev.Type(), ev.Data()); err != nil {
+	if schema != nil {
+		if err := schema.Validate(ev.Type(), ev.Data()); err != nil {
 			if isUnknownType(err) {
-				return d, rejectf(ReasonUnknownType, "%v", err)
+				return rejectf(ReasonUnknownType, "%v", err)
 			}
-			return d, rejectf(ReasonSchema, "%v", err)
+			return rejectf(ReasonSchema, "%v", err)
 		}
 	}
-	return d, nil
+	return nil
 }
 
 func lastToken(subject string) string {

@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/agentq/agentq/schemas"
 )
 
@@ -16,8 +18,23 @@ import (
 // NUL byte that fails the batch's transaction, a panic) is the only one
 // that fails. Each call gets its own HandlerTimeout.
 func (r *Runner) call(ctx context.Context, batch []*Delivery) []error {
-	hctx, cancel := context.WithTimeout(ctx, r.opts.HandlerTimeout)
-	errs := r.safeCall(hctx, batch)
+	return isolate(ctx, r.handler, batch, r.opts.HandlerTimeout, r.log)
+}
+
+// Handle runs h on batch as a runner does: a panic becomes an outcome, and
+// failed events are retried in halves down to single events so only the
+// culprits fail. Each handler call is bounded by timeout. Tools that drive
+// a handler without a runner (a rebuild) use it.
+func Handle(ctx context.Context, h BatchHandler, batch []*Delivery, timeout time.Duration, log zerolog.Logger) []error {
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	return isolate(ctx, h, batch, timeout, log)
+}
+
+func isolate(ctx context.Context, h BatchHandler, batch []*Delivery, timeout time.Duration, log zerolog.Logger) []error {
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	errs := safeCall(hctx, h, batch, log)
 	cancel()
 	if len(batch) == 1 || ctx.Err() != nil {
 		return errs
@@ -37,24 +54,24 @@ func (r *Runner) call(ctx context.Context, batch []*Delivery) []error {
 		for j, i := range suspects {
 			sub[j] = batch[i]
 		}
-		for j, err := range r.call(ctx, sub) {
+		for j, err := range isolate(ctx, h, sub, timeout, log) {
 			errs[suspects[j]] = err
 		}
 		return errs
 	}
-	r.log.Debug().Int("batch", len(batch)).Err(errs[0]).Msg("batch failed; retrying it in halves to isolate the failing events")
+	log.Debug().Int("batch", len(batch)).Err(errs[0]).Msg("batch failed; retrying it in halves to isolate the failing events")
 	half := len(batch) / 2
-	copy(errs[:half], r.call(ctx, batch[:half]))
-	copy(errs[half:], r.call(ctx, batch[half:]))
+	copy(errs[:half], isolate(ctx, h, batch[:half], timeout, log))
+	copy(errs[half:], isolate(ctx, h, batch[half:], timeout, log))
 	return errs
 }
 
 // safeCall runs the handler once, turning a panic into a panic outcome for
 // every event of the batch (call then isolates the culprit).
-func (r *Runner) safeCall(ctx context.Context, batch []*Delivery) (errs []error) {
+func safeCall(ctx context.Context, h BatchHandler, batch []*Delivery, log zerolog.Logger) (errs []error) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Int("batch", len(batch)).Msg("handler panic")
+			log.Error().Interface("panic", p).Bytes("stack", debug.Stack()).Int("batch", len(batch)).Msg("handler panic")
 			err := rejectf(ReasonPanic, "handler panicked: %v", p)
 			errs = make([]error, len(batch))
 			for i := range errs {
@@ -62,7 +79,7 @@ func (r *Runner) safeCall(ctx context.Context, batch []*Delivery) (errs []error)
 			}
 		}
 	}()
-	errs = r.handler(ctx, batch)
+	errs = h(ctx, batch)
 	switch {
 	case errs == nil:
 		errs = make([]error, len(batch))

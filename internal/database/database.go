@@ -91,6 +91,9 @@ func Classify(err error) error {
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03", // shutdown, cannot connect now
 			pgErr.Code == "53300": // too many connections
 			return bus.Unavailable(err)
+		case pgErr.Code == "23505", // unique violation: a concurrent insert of the same key; retrying sees it
+			pgErr.Code == "40001", pgErr.Code == "40P01": // serialization failure, deadlock: retry
+			return err
 		case len(pgErr.Code) >= 2 && (pgErr.Code[:2] == "22" || pgErr.Code[:2] == "23"): // data, integrity
 			return bus.Permanent(err)
 		}
@@ -112,44 +115,111 @@ type InboxKey struct {
 	EventID string
 }
 
-// Claim records keys in consumer's inbox inside tx and reports, for each
-// key, whether it is new (true) or was already applied (false) — including
-// a repeat of an earlier key in the same call. Apply the effect only for new
-// keys, in the same transaction, and ack after commit.
-func Claim(ctx context.Context, tx pgx.Tx, consumer string, keys []InboxKey) ([]bool, error) {
+// Claimed is what Claim learnt.
+type Claimed struct {
+	// Fresh reports, aligned with the claimed keys, whether each is new
+	// (true) or was already applied (false) — including a repeat of an
+	// earlier key in the same call.
+	Fresh []bool
+	// withheld holds the tenants being rebuilt, "*" for all.
+	withheld map[string]bool
+}
+
+// Withheld reports whether results for tenant must not be published: a
+// rebuild of its state is in progress, so the state is incomplete (see
+// StartRebuild). The effect is still applied.
+func (c Claimed) Withheld(tenant string) bool {
+	return c.withheld["*"] || c.withheld[tenant]
+}
+
+// EnsureFence creates consumer's fence row; call it once before the
+// consumer's first batch, so a rebuild started later always finds the row
+// that batches lock.
+func EnsureFence(ctx context.Context, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, consumer string) error {
+	if _, err := db.Exec(ctx, `INSERT INTO consumer_fences (consumer) VALUES ($1) ON CONFLICT DO NOTHING`, consumer); err != nil {
+		return fmt.Errorf("ensure fence of %s: %w", consumer, err)
+	}
+	return nil
+}
+
+// Claim records keys in consumer's inbox inside tx and reports which are
+// new, and which tenants' results are withheld by a rebuild in progress.
+// Apply the effect only for new keys, in the same transaction, and ack
+// after commit.
+//
+// Claim first reads the consumer's fence row FOR SHARE, so it waits for a
+// rebuild that is resetting state and then sees that rebuild; the three
+// statements travel in one round trip. Keys are inserted in sorted order,
+// so two transactions claiming overlapping keys cannot deadlock.
+func Claim(ctx context.Context, tx pgx.Tx, consumer string, keys []InboxKey) (Claimed, error) {
 	tenants := make([]string, len(keys))
 	ids := make([]string, len(keys))
+	distinct := map[string]bool{}
+	var tenantList []string
 	for i, k := range keys {
 		tenants[i], ids[i] = k.Tenant, k.EventID
+		if !distinct[k.Tenant] {
+			distinct[k.Tenant] = true
+			tenantList = append(tenantList, k.Tenant)
+		}
 	}
-	rows, err := tx.Query(ctx, `
+	b := &pgx.Batch{}
+	b.Queue(`SELECT 1 FROM consumer_fences WHERE consumer = $1 FOR SHARE`, consumer)
+	b.Queue(`SELECT tenant_id FROM rebuilds WHERE consumer = $1 AND (tenant_id = '*' OR tenant_id = ANY($2))`, consumer, tenantList)
+	b.Queue(`
 		INSERT INTO inbox (consumer, tenant_id, event_id)
-		SELECT $1, t, e FROM unnest($2::text[], $3::text[]) AS u(t, e)
+		SELECT $1, t, e FROM unnest($2::text[], $3::text[]) AS u(t, e) ORDER BY t, e
 		ON CONFLICT DO NOTHING
 		RETURNING tenant_id, event_id`, consumer, tenants, ids)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return Claimed{}, fmt.Errorf("inbox fence: %w", err)
+	}
+	c := Claimed{Fresh: make([]bool, len(keys))}
+	rows, err := br.Query()
 	if err != nil {
-		return nil, fmt.Errorf("inbox claim: %w", err)
+		return Claimed{}, fmt.Errorf("inbox rebuilds: %w", err)
+	}
+	for rows.Next() {
+		var t string
+		if err := rows.Scan(&t); err != nil {
+			rows.Close()
+			return Claimed{}, fmt.Errorf("inbox rebuilds: %w", err)
+		}
+		if c.withheld == nil {
+			c.withheld = map[string]bool{}
+		}
+		c.withheld[t] = true
+	}
+	if err := rows.Err(); err != nil {
+		return Claimed{}, fmt.Errorf("inbox rebuilds: %w", err)
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return Claimed{}, fmt.Errorf("inbox claim: %w", err)
 	}
 	inserted := make(map[InboxKey]bool, len(keys))
 	for rows.Next() {
 		var k InboxKey
 		if err := rows.Scan(&k.Tenant, &k.EventID); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("inbox claim: %w", err)
+			return Claimed{}, fmt.Errorf("inbox claim: %w", err)
 		}
 		inserted[k] = true
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("inbox claim: %w", err)
+		return Claimed{}, fmt.Errorf("inbox claim: %w", err)
 	}
-	fresh := make([]bool, len(keys))
 	for i, k := range keys {
 		if inserted[k] {
-			fresh[i] = true
+			c.Fresh[i] = true
 			delete(inserted, k) // a repeat in the same call is a duplicate
 		}
 	}
-	return fresh, nil
+	return c, br.Close()
 }
 
 // PruneInbox deletes inbox rows older than retention, at most 10,000 per

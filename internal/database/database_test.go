@@ -164,10 +164,44 @@ func TestClaim(t *testing.T) {
 					require.NoError(t, tx.Commit(ctx))
 				}
 				require.NoError(t, err, "step %d", i)
-				require.Equal(t, s.want, got, "step %d", i)
+				require.Equal(t, s.want, got.Fresh, "step %d", i)
+				require.False(t, got.Withheld(tenants[0]), "no rebuild in progress")
 			}
 		})
 	}
+}
+
+// A rebuild in progress withholds its tenant's results, and a rebuild of
+// every tenant withholds all of them; others are not affected.
+func TestClaimReportsRebuilds(t *testing.T) {
+	ctx := context.Background()
+	pool := testenv.Pool(t)
+	consumer := "rebuild-" + testenv.Tenant(t)
+	a, b := testenv.Tenant(t), testenv.Tenant(t)
+	require.NoError(t, database.EnsureFence(ctx, pool, consumer))
+	claim := func() database.Claimed {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		c, err := database.Claim(ctx, tx, consumer, []database.InboxKey{{a, "e1"}, {b, "e1"}})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true, true}, c.Fresh, "same id, two tenants: both new")
+		return c
+	}
+	c := claim()
+	require.False(t, c.Withheld(a))
+	require.False(t, c.Withheld(b))
+	_, err := pool.Exec(ctx, `INSERT INTO rebuilds (consumer, tenant_id, horizon) VALUES ($1, $2, 10)`, consumer, a)
+	require.NoError(t, err)
+	c = claim()
+	require.True(t, c.Withheld(a))
+	require.False(t, c.Withheld(b))
+	_, err = pool.Exec(ctx, `INSERT INTO rebuilds (consumer, tenant_id, horizon) VALUES ($1, '*', 10)`, consumer)
+	require.NoError(t, err)
+	c = claim()
+	require.True(t, c.Withheld(b))
+	_, err = pool.Exec(ctx, `DELETE FROM rebuilds WHERE consumer = $1`, consumer)
+	require.NoError(t, err)
 }
 
 func TestClassify(t *testing.T) {
@@ -182,10 +216,13 @@ func TestClassify(t *testing.T) {
 		{"connection failure 08006", pgErr("08006"), true, false},
 		{"admin shutdown 57P01", pgErr("57P01"), true, false},
 		{"too many connections 53300", pgErr("53300"), true, false},
-		{"unique violation 23505", pgErr("23505"), false, true},
+		{"unique violation 23505 is transient: a concurrent insert, seen on retry", pgErr("23505"), false, false},
+		{"foreign key violation 23503", pgErr("23503"), false, true},
 		{"invalid text representation 22P02", pgErr("22P02"), false, true},
-		{"wrapped unique violation", fmt.Errorf("inbox claim: %w", pgErr("23505")), false, true},
+		{"NUL byte 22021", fmt.Errorf("inbox claim: %w", pgErr("22021")), false, true},
+		{"wrapped unique violation", fmt.Errorf("inbox claim: %w", pgErr("23505")), false, false},
 		{"serialization failure 40001 is transient", pgErr("40001"), false, false},
+		{"deadlock 40P01 is transient", pgErr("40P01"), false, false},
 		{"net.OpError", opErr, true, false},
 		{"unexpected EOF", io.ErrUnexpectedEOF, true, false},
 		{"already permanent", bus.Permanent(errors.New("bad tool name")), false, true},

@@ -50,8 +50,10 @@ func Add(ctx context.Context, tx pgx.Tx, evs ...event.Event) error {
 // statement storing evs and the deletion of the rows published since the
 // last call, so neither costs a round trip or a commit of its own.
 func (o *Outbox) Queue(b *pgx.Batch, evs ...event.Event) error {
-	// Delete before inserting: a result stored again under the same id (a
-	// replay) must not be deleted as already published.
+	// Delete before inserting: a result stored again under the same id must
+	// not be deleted as already published. Ids are tenant-scoped and derive
+	// from what the result is about, so a row with the same id holds the
+	// same result: an insert never overwrites one.
 	if done := o.takePublished(); len(done) > 0 {
 		b.Queue(`DELETE FROM outbox WHERE id = ANY($1)`, done)
 	}
@@ -80,7 +82,7 @@ func insert(evs []event.Event) (string, []any, error) {
 	return `
 		INSERT INTO outbox (id, tenant_id, event_type, event)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[])
-		ON CONFLICT (id) DO UPDATE SET event = excluded.event`, []any{ids, tenants, types, bodies}, nil
+		ON CONFLICT (id) DO NOTHING`, []any{ids, tenants, types, bodies}, nil
 }
 
 // Outbox publishes stored results.
@@ -239,3 +241,16 @@ func (o *Outbox) Flush(ctx context.Context, minAge time.Duration) (int, error) {
 	}
 	return len(evs), o.deletePublished(ctx)
 }
+
+// Discard is a sender that stores and publishes nothing: a rebuild applies
+// effects from the stream's history, whose results are already facts in
+// the stream.
+var Discard discard
+
+type discard struct{}
+
+// Queue adds nothing to b.
+func (discard) Queue(*pgx.Batch, ...event.Event) error { return nil }
+
+// Send publishes nothing.
+func (discard) Send(context.Context, []event.Event) error { return nil }

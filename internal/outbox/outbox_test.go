@@ -132,7 +132,7 @@ func (e *env) requireStored(t *testing.T, ev event.Event) {
 	require.NoError(t, err)
 	m, err := s.GetLastMsgForSubject(ctx, e.subject())
 	require.NoError(t, err)
-	require.Equal(t, ev.ID(), m.Header.Get("Nats-Msg-Id"))
+	require.Equal(t, bus.MsgID(bus.Tenant(ev), ev.ID()), m.Header.Get("Nats-Msg-Id"), "tenant-scoped message id")
 	got, err := bus.Decode(m.Header, m.Data)
 	require.NoError(t, err)
 	require.Equal(t, ev.ID(), got.ID())

@@ -3,6 +3,8 @@ package quality
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"sort"
 	"strconv"
 
 	"github.com/agentq/agentq/internal/bus"
@@ -44,10 +46,10 @@ type observation struct {
 
 // target fields shared by the input events.
 type targetFields struct {
-	ToolName   string `json:"tool_name"`
-	PromptHash string `json:"prompt_hash"`
-	PromptID   string `json:"prompt_id"`
-	Version    *int   `json:"version"`
+	ToolName   string   `json:"tool_name"`
+	PromptHash string   `json:"prompt_hash"`
+	PromptID   string   `json:"prompt_id"`
+	Version    *float64 `json:"version"` // JSON Schema's integer admits 2.0; Go's int does not
 }
 
 type eventData struct {
@@ -91,14 +93,15 @@ func observe(d *bus.Delivery) (observation, error) {
 		return o, bus.Permanent(err)
 	}
 	o.key = Key{Tenant: d.Tenant, Target: e.Target, ID: id}
-	o.toolName, o.promptHash, o.promptID = e.ToolName, e.PromptHash, e.PromptID
-	if e.Version != nil {
-		o.version = *e.Version
-	}
-	if e.Target == TargetTool {
-		o.promptHash, o.promptID, o.version = "", "", 0
-	} else {
-		o.toolName = ""
+	// Only what identifies the target is kept, so the state does not
+	// depend on which event arrived first.
+	switch {
+	case e.Target == TargetTool:
+		o.toolName = e.ToolName
+	case e.PromptHash != "":
+		o.promptHash = e.PromptHash
+	default:
+		o.promptID, o.version = e.PromptID, int(*e.Version)
 	}
 	switch o.kind {
 	case obsCall:
@@ -142,7 +145,11 @@ func (e eventData) targetID(target string) (string, error) {
 			return e.PromptHash, nil
 		}
 		if e.PromptID != "" && e.Version != nil {
-			return e.PromptID + "@" + strconv.Itoa(*e.Version), nil
+			v := *e.Version
+			if v != math.Trunc(v) || v < 1 || v > math.MaxInt32 {
+				return "", fmt.Errorf("version %v is not a positive integer", v)
+			}
+			return e.PromptID + "@" + strconv.Itoa(int(v)), nil
 		}
 		return "", fmt.Errorf("no prompt_hash, nor prompt_id with version")
 	}
@@ -151,20 +158,14 @@ func (e eventData) targetID(target string) (string, error) {
 
 func ptr[T any](v T) *T { return &v }
 
-// apply adds o to m.
-func (m *Metrics) apply(o observation, window int) {
-	if m.ToolName == "" {
-		m.ToolName = o.toolName
-	}
-	if m.PromptHash == "" {
-		m.PromptHash = o.promptHash
-	}
-	if m.PromptID == "" {
-		m.PromptID, m.PromptVersion = o.promptID, o.version
-	}
+// apply folds o, the event at stream sequence seq, into m.
+func (m *Metrics) apply(o observation, seq int64) {
+	m.ToolName, m.PromptHash, m.PromptID, m.PromptVersion = o.toolName, o.promptHash, o.promptID, o.version
+	m.StateVersion++
+	m.AsOfSeq = max(m.AsOfSeq, seq)
 	switch o.kind {
 	case obsCall:
-		m.Call(o.success, o.latencyMs, window)
+		m.Call(o.success, o.latencyMs, seq)
 		if o.rating != nil {
 			m.Rate(*o.rating)
 		}
@@ -173,4 +174,40 @@ func (m *Metrics) apply(o observation, window int) {
 	case obsFeedback:
 		m.Feedback(*o.rating)
 	}
+}
+
+// Compute folds deliveries into metrics in the order given, as the scorer
+// applies them, and returns the metrics sorted by target and id. The
+// scorer's stored state equals Compute of the events it applied in stream
+// order, whatever order it applied them in: tests use it as the reference.
+// Deliveries whose data names no target are skipped, as the scorer
+// dead-letters them.
+func Compute(deliveries []*bus.Delivery) []*Metrics {
+	byKey := map[Key]*Metrics{}
+	for _, d := range deliveries {
+		o, err := observe(d)
+		if err != nil {
+			continue
+		}
+		m := byKey[o.key]
+		if m == nil {
+			m = &Metrics{Key: o.key}
+			byKey[o.key] = m
+		}
+		m.apply(o, int64(d.StreamSeq))
+	}
+	out := make([]*Metrics, 0, len(byKey))
+	for _, m := range byKey {
+		if m.History == nil {
+			m.History = []int64{}
+		}
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Target != out[j].Target {
+			return out[i].Target < out[j].Target
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
 }

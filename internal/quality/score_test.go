@@ -2,6 +2,7 @@ package quality
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -54,8 +55,8 @@ func TestQualityFormula(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var m Metrics
-			for _, c := range tc.calls {
-				m.Call(c.ok, c.latency, 20)
+			for i, c := range tc.calls {
+				m.Call(c.ok, c.latency, int64(i+1))
 			}
 			for _, r := range tc.ratings {
 				m.Rate(r)
@@ -66,7 +67,7 @@ func TestQualityFormula(t *testing.T) {
 			require.InDelta(t, tc.quality, m.Quality(), 1e-12)
 			require.InDelta(t, tc.success, m.SuccessRate(), 1e-12)
 			require.Equal(t, tc.consec, m.ConsecutiveFailures)
-			ch := m.Changed()
+			ch := m.Changed(20)
 			require.Equal(t, int64(len(tc.calls)), ch.TotalCalls)
 			if tc.avgLatency > 0 {
 				require.NotNil(t, ch.AvgLatencyMs)
@@ -92,16 +93,17 @@ func TestRecentWindow(t *testing.T) {
 		{"old outcomes fall out", 3, []bool{false, false, false, true, true, true}, 1, 3},
 		{"newest failures dominate", 4, []bool{true, true, true, true, false, false}, 0.5, 4},
 		{"full 64-bit window", 64, append(make([]bool, 10), trues(64)...), 1, 64},
-		{"window above 64 is capped", 100, append(trues(64), false), 63.0 / 64, 64},
+		{"window larger than the calls", 100, append(trues(64), false), 64.0 / 65, 65},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var m Metrics
-			for _, ok := range tc.calls {
-				m.Call(ok, -1, tc.window)
+			for i, ok := range tc.calls {
+				m.Call(ok, -1, int64(i+1))
 			}
-			require.InDelta(t, tc.want, m.RecentScore(), 1e-12)
-			require.Equal(t, tc.n, m.RecentCount)
+			score, n := m.Recent(tc.window)
+			require.InDelta(t, tc.want, score, 1e-12)
+			require.Equal(t, tc.n, n)
 		})
 	}
 }
@@ -112,4 +114,58 @@ func trues(n int) []bool {
 		out[i] = true
 	}
 	return out
+}
+
+// The state is a function of the set of calls and their stream sequences:
+// every order gives the same state, streak and window included.
+func TestStateDoesNotDependOnOrder(t *testing.T) {
+	type call struct {
+		ok  bool
+		seq int64
+	}
+	tests := []struct {
+		name   string
+		calls  []call // in stream order
+		streak int
+	}{
+		{"fail then success", []call{{false, 1}, {true, 2}}, 0},
+		{"success then fails", []call{{true, 1}, {false, 2}, {false, 3}}, 2},
+		{"mixed", []call{{false, 1}, {true, 3}, {false, 4}, {true, 7}, {false, 8}, {false, 9}, {false, 12}}, 3},
+		{"only failures", []call{{false, 2}, {false, 5}, {false, 9}}, 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var ref Metrics
+			for _, c := range tc.calls {
+				ref.Call(c.ok, 10, c.seq)
+			}
+			require.Equal(t, tc.streak, ref.ConsecutiveFailures)
+			rng := rand.New(rand.NewPCG(1, 2))
+			for range 50 {
+				perm := rng.Perm(len(tc.calls))
+				var m Metrics
+				for _, i := range perm {
+					m.Call(tc.calls[i].ok, 10, tc.calls[i].seq)
+				}
+				require.Equal(t, ref, m, "order %v", perm)
+			}
+		})
+	}
+}
+
+// The documented bound: a call more than HistoryDepth calls late counts in
+// the totals but not in the window.
+func TestLateCallBeyondTheHistory(t *testing.T) {
+	var m Metrics
+	for i := range HistoryDepth {
+		m.Call(false, -1, int64(1000+i))
+	}
+	m.Call(true, -1, 1) // far older than everything kept
+	require.Equal(t, int64(HistoryDepth+1), m.TotalCalls)
+	require.Equal(t, int64(1), m.Successes)
+	require.Len(t, m.History, HistoryDepth)
+	require.Equal(t, HistoryDepth, m.ConsecutiveFailures, "the newer failures are still the streak")
+	score, n := m.Recent(20)
+	require.Zero(t, score)
+	require.Equal(t, 20, n)
 }

@@ -63,8 +63,9 @@ var _ Sender = (*outbox.Outbox)(nil)
 
 // Handle is the scorer's bus.BatchHandler. The whole batch is one
 // transaction: inbox claims, metric updates and the quality.changed events
-// (one per touched target, caused by the target's last event in the batch)
-// commit together; the events are published after commit.
+// (one per touched target, carrying its state version) commit together;
+// the events are published after commit. Results of tenants being rebuilt
+// are withheld (see database.Claimed.Withheld).
 func (s *Scorer) Handle(ctx context.Context, batch []*bus.Delivery) []error {
 	errs := make([]error, len(batch))
 	obs := make([]observation, len(batch))
@@ -107,14 +108,14 @@ func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observa
 	for j, i := range valid {
 		claims[j] = database.InboxKey{Tenant: batch[i].Tenant, EventID: batch[i].Event.ID()}
 	}
-	fresh, err := database.Claim(ctx, tx, s.opts.Consumer, claims)
+	claimed, err := database.Claim(ctx, tx, s.opts.Consumer, claims)
 	if err != nil {
 		return nil, err
 	}
 	var keys []Key
 	seen := map[Key]bool{}
 	for j, i := range valid {
-		if k := obs[i].key; fresh[j] && !seen[k] {
+		if k := obs[i].key; claimed.Fresh[j] && !seen[k] {
 			seen[k] = true
 			keys = append(keys, k)
 		}
@@ -126,25 +127,30 @@ func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observa
 	if err != nil {
 		return nil, err
 	}
-	cause := map[Key]event.Event{}
+	// The newest event of each target in this batch is the result's cause.
+	cause := map[Key]*bus.Delivery{}
 	for j, i := range valid {
-		if !fresh[j] {
+		if !claimed.Fresh[j] {
 			continue
 		}
 		m := metrics[obs[i].key]
 		if m == nil {
 			return nil, fmt.Errorf("metrics row for %v vanished", obs[i].key)
 		}
-		m.apply(obs[i], s.opts.Window)
-		m.LastEventID = batch[i].Event.ID()
-		cause[obs[i].key] = batch[i].Event
+		m.apply(obs[i], int64(batch[i].StreamSeq))
+		if c := cause[obs[i].key]; c == nil || batch[i].StreamSeq > c.StreamSeq {
+			cause[obs[i].key] = batch[i]
+		}
 	}
 	touched := make([]*Metrics, 0, len(keys))
 	results := make([]event.Event, 0, len(keys))
 	for _, k := range keys { // keys is sorted: results come in a stable order
 		m := metrics[k]
 		touched = append(touched, m)
-		ev, err := bus.NewResult(s.opts.Consumer, TypeQualityChanged, cause[k], m.Changed())
+		if claimed.Withheld(k.Tenant) {
+			continue
+		}
+		ev, err := bus.NewStateResult(s.opts.Consumer, TypeQualityChanged, k.Tenant, k.Target+"/"+k.ID, m.StateVersion, cause[k].Event, m.Changed(s.opts.Window))
 		if err != nil {
 			return nil, bus.Permanent(err)
 		}

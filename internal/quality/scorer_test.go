@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -18,6 +20,7 @@ import (
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/quality"
+	"github.com/agentq/agentq/internal/replay"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/schemas"
 )
@@ -236,9 +239,9 @@ func compare(got []*quality.Metrics, want map[quality.Key]*totals) string {
 		}
 		near := func(a, b float64) bool { return a-b < 1e-6 && b-a < 1e-6 }
 		if m.TotalCalls != w.calls || m.Successes != w.successes || m.Failures != w.failures ||
-			m.LatencyCount != w.latencyN || !near(m.LatencySumMs, w.latencySum) ||
-			m.RatingCount != w.ratingN || !near(m.RatingSum, w.ratingSum) ||
-			m.FeedbackCount != w.feedbackN || !near(m.FeedbackSum, w.feedbackSum) {
+			m.LatencyCount != w.latencyN || !near(float64(m.LatencySumUs)/1000, w.latencySum) ||
+			m.RatingCount != w.ratingN || !near(float64(m.RatingSumMicro)/1e6, w.ratingSum) ||
+			m.FeedbackCount != w.feedbackN || !near(float64(m.FeedbackSumMicro)/1e6, w.feedbackSum) {
 			return fmt.Sprintf("%v: got calls=%d ok=%d fail=%d ratings=%d feedback=%d, want calls=%d ok=%d fail=%d ratings=%d feedback=%d",
 				m.Key, m.TotalCalls, m.Successes, m.Failures, m.RatingCount, m.FeedbackCount,
 				w.calls, w.successes, w.failures, w.ratingN, w.feedbackN)
@@ -290,7 +293,7 @@ func TestScorerEndToEnd(t *testing.T) {
 	// Quality is consistent with the counts it was computed from.
 	for _, m := range got {
 		require.InDelta(t, m.Quality(), float64(m.Successes+1)/float64(m.TotalCalls+2)*
-			(m.RatingSum+2*m.FeedbackSum+1)/(float64(m.RatingCount)+2*float64(m.FeedbackCount)+2), 1e-9)
+			(float64(m.RatingSumMicro)/1e6+2*float64(m.FeedbackSumMicro)/1e6+1)/(float64(m.RatingCount)+2*float64(m.FeedbackCount)+2), 1e-9)
 	}
 
 	// A subscriber sees quality.changed events it can reason with in calls;
@@ -310,11 +313,18 @@ func TestScorerEndToEnd(t *testing.T) {
 		require.Equal(t, quality.TypeQualityChanged, ev.Type())
 		require.Equal(t, tenant, bus.Tenant(ev))
 		require.NotEmpty(t, bus.Causation(ev), "result carries its cause")
-		require.Equal(t, bus.DeriveID("scorer", quality.TypeQualityChanged, bus.Causation(ev)), ev.ID(), "deterministic id")
 		var ch quality.Changed
 		require.NoError(t, json.Unmarshal(ev.Data(), &ch))
 		key := ch.Target + "/" + ch.ToolName + ch.PromptHash + ch.PromptID
-		if prev, ok := last[key]; !ok || ch.TotalCalls+ch.RatingCount+ch.FeedbackCount >= prev.TotalCalls+prev.RatingCount+prev.FeedbackCount {
+		id := ch.ToolName + ch.PromptHash
+		if ch.PromptID != "" {
+			id = fmt.Sprintf("%s@%d", ch.PromptID, ch.Version)
+		}
+		require.Equal(t, bus.DeriveID("scorer", tenant, quality.TypeQualityChanged, fmt.Sprintf("state:%s/%s@%d", ch.Target, id, ch.StateVersion)), ev.ID(),
+			"id derives from tenant, target and state version")
+		require.Positive(t, ch.StateVersion)
+		require.Positive(t, ch.AsOfSeq)
+		if prev, ok := last[key]; !ok || ch.StateVersion >= prev.StateVersion {
 			last[key] = ch
 		}
 		if matchesFinal(last, got) {
@@ -454,6 +464,7 @@ func TestScorerKillAndRestart(t *testing.T) {
 			continue
 		}
 		requireTotals(t, in, w, 120*time.Second)
+		requireStreamReference(t, n, in.deps.Pool, tenant)
 		break
 	}
 	t.Logf("scorer killed %d times, %d of them while events were being published", kills, killsWhileFlowing)
@@ -467,33 +478,66 @@ func TestScorerReplayRebuildsState(t *testing.T) {
 	tenant := testenv.Tenant(t)
 	w := newWorkload(t, tenant, 400, 5)
 	in := startScorer(t, n.URL, dbURL, 100)
+	sub, err := n.NC.SubscribeSync("quality.changed." + tenant)
+	require.NoError(t, err)
 	publishAll(t, newPublisher(t, n.JS), w.events)
 	live := requireTotals(t, in, w, 60*time.Second)
+	requireStreamReference(t, n, in.deps.Pool, tenant)
 	in.stop()
-
-	// Empty the derived state and start from the stream's first sequence.
-	ctx := context.Background()
-	pool := testenv.Pool(t)
-	_, err := pool.Exec(ctx, `DELETE FROM quality_metrics WHERE tenant_id = $1`, tenant)
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `DELETE FROM inbox WHERE consumer = 'scorer' AND tenant_id = $1`, tenant)
-	require.NoError(t, err)
-	require.NoError(t, n.JS.DeleteConsumer(ctx, bus.StreamName, "scorer"))
-
-	in = startScorer(t, n.URL, dbURL, 37) // other batch boundaries than live
-	replayed := requireTotals(t, in, w, 60*time.Second)
-	require.Len(t, replayed, len(live))
-	for i := range live {
-		a, b := *live[i], *replayed[i]
-		a.LastEventID, b.LastEventID = "", ""
-		require.Equal(t, a.Key, b.Key)
-		require.Equal(t, a.TotalCalls, b.TotalCalls)
-		require.Equal(t, a.ConsecutiveFailures, b.ConsecutiveFailures)
-		require.Equal(t, a.RecentBits, b.RecentBits)
-		require.Equal(t, a.RecentCount, b.RecentCount)
-		require.InDelta(t, a.Quality(), b.Quality(), 1e-9)
-		require.Equal(t, a.Changed(), b.Changed(), "published view identical")
+	require.NoError(t, n.NC.Flush())
+	for { // drain what live processing published
+		if _, err := sub.NextMsg(500 * time.Millisecond); err != nil {
+			break
+		}
 	}
+
+	// Rebuild from the stream into emptied tables, in other batches than live.
+	reg, err := schemas.Load()
+	require.NoError(t, err)
+	pool := testenv.Pool(t)
+	rep, err := replay.Rebuild(context.Background(), n.JS, pool, reg, quality.RebuildTarget(pool, quality.Options{}, testenv.Logger(t)),
+		replay.Options{Tenant: tenant, BatchSize: 37})
+	require.NoError(t, err)
+	require.Equal(t, len(w.events), rep.Events)
+	replayed, err := quality.List(context.Background(), pool, tenant, "", "")
+	require.NoError(t, err)
+	require.Equal(t, live, replayed, "replay rebuilds exactly the live state, every field")
+	_, err = sub.NextMsg(time.Second)
+	require.ErrorIs(t, err, nats.ErrTimeout, "a rebuild publishes nothing")
+}
+
+// requireStreamReference compares the scorer's whole state of tenant, field
+// by field, with the events read back from the stream applied in stream
+// order.
+func requireStreamReference(t *testing.T, n *testenv.NATS, pool *pgxpool.Pool, tenant string) {
+	t.Helper()
+	ctx := context.Background()
+	reg, err := schemas.Load()
+	require.NoError(t, err)
+	subjects := make([]string, len(quality.Subjects))
+	for i, s := range quality.Subjects {
+		subjects[i] = strings.TrimSuffix(s, "*") + tenant
+	}
+	cons, err := n.JS.OrderedConsumer(ctx, bus.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: subjects})
+	require.NoError(t, err)
+	info, err := cons.Info(ctx)
+	require.NoError(t, err)
+	var ds []*bus.Delivery
+	seen := map[string]bool{}
+	for pending := info.NumPending; pending > 0; {
+		m, err := cons.Next()
+		require.NoError(t, err)
+		meta, err := m.Metadata()
+		require.NoError(t, err)
+		pending = meta.NumPending
+		if d, err := bus.Read(m, reg, 1<<20); err == nil && !seen[d.Event.ID()] {
+			seen[d.Event.ID()] = true
+			ds = append(ds, d)
+		}
+	}
+	got, err := quality.List(ctx, pool, tenant, "", "")
+	require.NoError(t, err)
+	require.Equal(t, quality.Compute(ds), got, "state equals the stream applied in order, every field")
 }
 
 func TestScorerSurvivesDatabaseOutage(t *testing.T) {
@@ -520,6 +564,7 @@ func TestScorerSurvivesDatabaseOutage(t *testing.T) {
 	require.Positive(t, in.counter("agentq_events_nakked_total"), "the scorer met the outage and nakked")
 	proxy.Up(t)
 	requireTotals(t, in, w, 120*time.Second)
+	requireStreamReference(t, n, in.deps.Pool, tenant)
 	require.Empty(t, testenv.DeadLetters(t, n.JS), "an outage dead-letters nothing")
 }
 
@@ -543,4 +588,5 @@ func TestTwoScorersSplitTheWork(t *testing.T) {
 	require.Positive(t, a.acked(), "first scorer took a share")
 	require.Positive(t, b.acked(), "second scorer took a share")
 	require.Equal(t, float64(len(w.events)), a.acked()+b.acked(), "every event acked exactly once")
+	requireStreamReference(t, n, a.deps.Pool, tenant)
 }

@@ -48,52 +48,64 @@ func lockMetrics(ctx context.Context, tx pgx.Tx, keys []Key) (map[Key]*Metrics, 
 }
 
 // queueSave queues the statement that writes ms back, so it shares a round
-// trip with the outbox rows of the same transaction.
+// trip with the outbox rows of the same transaction. History arrays travel
+// as one text literal each: pgx has no 2-D array of ragged rows.
 func queueSave(b *pgx.Batch, ms []*Metrics) {
 	n := len(ms)
 	var (
-		tenants, targets, ids, tools, hashes, pids, lastIDs = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		versions, consec, recentCount                       = make([]int32, n), make([]int32, n), make([]int32, n)
-		calls, succ, fail, latN, ratN, fbN, recent          = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-		latSum, ratSum, fbSum, rate, quality                = make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+		tenants, targets, ids, tools, hashes, pids, hist = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		versions, consec                                 = make([]int32, n), make([]int32, n)
+		sv, asOf, calls, succ, fail                      = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		latSum, latN, ratSum, ratN, fbSum, fbN, lastOK   = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		rate, quality                                    = make([]float64, n), make([]float64, n)
 	)
 	for i, m := range ms {
 		tenants[i], targets[i], ids[i] = m.Tenant, m.Target, m.ID
-		tools[i], hashes[i], pids[i], lastIDs[i] = m.ToolName, m.PromptHash, m.PromptID, m.LastEventID
-		versions[i], consec[i], recentCount[i] = int32(m.PromptVersion), int32(m.ConsecutiveFailures), int32(m.RecentCount)
-		calls[i], succ[i], fail[i] = m.TotalCalls, m.Successes, m.Failures
-		latN[i], ratN[i], fbN[i], recent[i] = m.LatencyCount, m.RatingCount, m.FeedbackCount, int64(m.RecentBits)
-		latSum[i], ratSum[i], fbSum[i] = m.LatencySumMs, m.RatingSum, m.FeedbackSum
+		tools[i], hashes[i], pids[i] = m.ToolName, m.PromptHash, m.PromptID
+		versions[i], consec[i] = int32(m.PromptVersion), int32(m.ConsecutiveFailures)
+		sv[i], asOf[i], calls[i], succ[i], fail[i] = m.StateVersion, m.AsOfSeq, m.TotalCalls, m.Successes, m.Failures
+		latSum[i], latN[i], ratSum[i], ratN[i] = m.LatencySumUs, m.LatencyCount, m.RatingSumMicro, m.RatingCount
+		fbSum[i], fbN[i], lastOK[i] = m.FeedbackSumMicro, m.FeedbackCount, m.LastSuccessSeq
 		rate[i], quality[i] = m.SuccessRate(), m.Quality()
+		hist[i] = arrayLiteral(m.History)
 	}
 	b.Queue(`
 		UPDATE quality_metrics m SET
 			tool_name = nullif(u.tool_name, ''), prompt_hash = nullif(u.prompt_hash, ''),
 			prompt_id = nullif(u.prompt_id, ''), prompt_version = nullif(u.prompt_version, 0),
+			state_version = u.state_version, as_of_seq = u.as_of_seq,
 			total_calls = u.total_calls, successes = u.successes, failures = u.failures,
-			consecutive_failures = u.consecutive_failures,
-			latency_sum_ms = u.latency_sum_ms, latency_count = u.latency_count,
-			rating_sum = u.rating_sum, rating_count = u.rating_count,
-			feedback_sum = u.feedback_sum, feedback_count = u.feedback_count,
-			recent_bits = u.recent_bits, recent_count = u.recent_count,
-			success_rate = u.success_rate, quality_score = u.quality_score,
-			last_event_id = u.last_event_id, updated_at = now()
+			latency_sum_us = u.latency_sum_us, latency_count = u.latency_count,
+			rating_sum_micro = u.rating_sum_micro, rating_count = u.rating_count,
+			feedback_sum_micro = u.feedback_sum_micro, feedback_count = u.feedback_count,
+			last_success_seq = u.last_success_seq, consecutive_failures = u.consecutive_failures,
+			history = u.history::bigint[],
+			success_rate = u.success_rate, quality_score = u.quality_score, updated_at = now()
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[],
-		            $8::bigint[], $9::bigint[], $10::bigint[], $11::int[],
-		            $12::float8[], $13::bigint[], $14::float8[], $15::bigint[],
-		            $16::float8[], $17::bigint[], $18::bigint[], $19::int[],
-		            $20::float8[], $21::float8[], $22::text[])
+		            $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[],
+		            $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[],
+		            $19::bigint[], $20::int[], $21::text[], $22::float8[], $23::float8[])
 		  AS u(tenant_id, target, target_key, tool_name, prompt_hash, prompt_id, prompt_version,
-		       total_calls, successes, failures, consecutive_failures,
-		       latency_sum_ms, latency_count, rating_sum, rating_count,
-		       feedback_sum, feedback_count, recent_bits, recent_count,
-		       success_rate, quality_score, last_event_id)
+		       state_version, as_of_seq, total_calls, successes, failures,
+		       latency_sum_us, latency_count, rating_sum_micro, rating_count, feedback_sum_micro, feedback_count,
+		       last_success_seq, consecutive_failures, history, success_rate, quality_score)
 		WHERE m.tenant_id = u.tenant_id AND m.target = u.target AND m.target_key = u.target_key`,
 		tenants, targets, ids, tools, hashes, pids, versions,
-		calls, succ, fail, consec,
-		latSum, latN, ratSum, ratN,
-		fbSum, fbN, recent, recentCount,
-		rate, quality, lastIDs)
+		sv, asOf, calls, succ, fail,
+		latSum, latN, ratSum, ratN, fbSum, fbN,
+		lastOK, consec, hist, rate, quality)
+}
+
+func arrayLiteral(vs []int64) string {
+	b := make([]byte, 0, 2+len(vs)*8)
+	b = append(b, '{')
+	for i, v := range vs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, "%d", v)
+	}
+	return string(append(b, '}'))
 }
 
 // Querier runs a query: a pool, a connection or a transaction.
@@ -126,24 +138,22 @@ func List(ctx context.Context, db Querier, tenant, target, id string) ([]*Metric
 
 const metricsColumns = `m.tenant_id, m.target, m.target_key,
 	coalesce(m.tool_name, ''), coalesce(m.prompt_hash, ''), coalesce(m.prompt_id, ''), coalesce(m.prompt_version, 0),
-	m.total_calls, m.successes, m.failures, m.consecutive_failures,
-	m.latency_sum_ms, m.latency_count, m.rating_sum, m.rating_count,
-	m.feedback_sum, m.feedback_count, m.recent_bits, m.recent_count, coalesce(m.last_event_id, '')`
+	m.state_version, m.as_of_seq, m.total_calls, m.successes, m.failures,
+	m.latency_sum_us, m.latency_count, m.rating_sum_micro, m.rating_count,
+	m.feedback_sum_micro, m.feedback_count, m.last_success_seq, m.consecutive_failures, m.history`
 
 func scanMetrics(rows pgx.Rows) ([]*Metrics, error) {
 	defer rows.Close()
 	var out []*Metrics
 	for rows.Next() {
 		m := &Metrics{}
-		var recent int64
 		if err := rows.Scan(&m.Tenant, &m.Target, &m.ID,
 			&m.ToolName, &m.PromptHash, &m.PromptID, &m.PromptVersion,
-			&m.TotalCalls, &m.Successes, &m.Failures, &m.ConsecutiveFailures,
-			&m.LatencySumMs, &m.LatencyCount, &m.RatingSum, &m.RatingCount,
-			&m.FeedbackSum, &m.FeedbackCount, &recent, &m.RecentCount, &m.LastEventID); err != nil {
+			&m.StateVersion, &m.AsOfSeq, &m.TotalCalls, &m.Successes, &m.Failures,
+			&m.LatencySumUs, &m.LatencyCount, &m.RatingSumMicro, &m.RatingCount,
+			&m.FeedbackSumMicro, &m.FeedbackCount, &m.LastSuccessSeq, &m.ConsecutiveFailures, &m.History); err != nil {
 			return nil, fmt.Errorf("scan metrics: %w", err)
 		}
-		m.RecentBits = uint64(recent)
 		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {
@@ -153,22 +163,14 @@ func scanMetrics(rows pgx.Rows) ([]*Metrics, error) {
 }
 
 // Reset deletes the scorer's derived state — metrics and inbox — of one
-// tenant, or of every tenant when tenant is "", so a replay from the
-// stream rebuilds it. Other tenants' events are then recognised by the
-// inbox during the replay and skipped.
-func Reset(ctx context.Context, db interface {
-	Begin(context.Context) (pgx.Tx, error)
-}, consumer, tenant string) error {
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("reset: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+// tenant, or of every tenant when tenant is "", inside tx (a rebuild's
+// transaction: see the replay package).
+func Reset(ctx context.Context, tx pgx.Tx, consumer, tenant string) error {
 	if _, err := tx.Exec(ctx, `DELETE FROM quality_metrics WHERE $1 = '' OR tenant_id = $1`, tenant); err != nil {
 		return fmt.Errorf("reset metrics: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM inbox WHERE consumer = $1 AND ($2 = '' OR tenant_id = $2)`, consumer, tenant); err != nil {
 		return fmt.Errorf("reset inbox: %w", err)
 	}
-	return tx.Commit(ctx)
+	return nil
 }
