@@ -47,9 +47,10 @@ type Options struct {
 	// QueueGroup is the queue group of every endpoint, shared by all copies
 	// so each request is answered by one of them. Default Name.
 	QueueGroup string
-	// Timeout bounds each request, from taking it off the subscription to
-	// the reply: the handler's context ends then, and a timeout error is
-	// replied even if the handler has not returned. Default 2s.
+	// Timeout bounds each request, from taking it off the subscription
+	// (before waiting for a Concurrency slot) to the reply: the handler's
+	// context ends then, and a timeout error is replied even if the
+	// handler has not returned. Default 2s.
 	Timeout time.Duration
 	// Concurrency bounds the handlers running at once per endpoint. More
 	// requests wait in the subscription's pending buffer. A handler that
@@ -309,7 +310,9 @@ func (ep *endpoint) serve(msg *nats.Msg, start time.Time) {
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), ep.s.opts.Timeout)
+	// The deadline counts from dispatch, so time spent waiting for a slot
+	// comes out of the handler's share, not the client's patience.
+	ctx, cancel := context.WithDeadline(context.Background(), start.Add(ep.s.opts.Timeout))
 	defer cancel()
 	// Answer at the deadline even if the handler ignores ctx.
 	stopTimer := context.AfterFunc(ctx, func() {
