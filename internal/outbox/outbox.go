@@ -95,6 +95,9 @@ type Outbox struct {
 	published []string // acked, rows not yet deleted
 }
 
+// ackTimeout bounds the wait for JetStream's acks of one Send.
+const ackTimeout = 10 * time.Second
+
 // maxPending bounds the published ids kept for a later deletion; past it,
 // Send deletes at once.
 const maxPending = 10000
@@ -137,6 +140,11 @@ func (o *Outbox) Send(ctx context.Context, evs []event.Event) error {
 		}
 		futures[i] = f
 	}
+	// An ack can be lost (a dropped connection): never wait for one longer
+	// than ackTimeout, or a relay would hang on it for good. What is not
+	// acked stays in the outbox for the relay.
+	timeout := time.NewTimer(ackTimeout)
+	defer timeout.Stop()
 	for i, f := range futures {
 		if f == nil {
 			continue
@@ -146,6 +154,9 @@ func (o *Outbox) Send(ctx context.Context, evs []event.Event) error {
 			acked = append(acked, evs[i].ID())
 		case err := <-f.Err():
 			errs = append(errs, fmt.Errorf("publish %s: %w", evs[i].ID(), err))
+		case <-timeout.C:
+			errs = append(errs, fmt.Errorf("publish %s: no ack within %s", evs[i].ID(), ackTimeout))
+			timeout.Reset(0)
 		case <-ctx.Done():
 			errs = append(errs, ctx.Err())
 		}
@@ -201,15 +212,24 @@ func (o *Outbox) Relay(ctx context.Context, interval, minAge time.Duration) {
 }
 
 // Flush deletes the rows of events already published, then publishes up
-// to 1000 outbox rows older than minAge, and returns how many it sent.
+// to 1000 outbox rows older than minAge, and returns how many it sent. The
+// rows are locked while they are published (FOR UPDATE SKIP LOCKED), so
+// several relays — one per running copy — share the leftovers instead of
+// each publishing all of them.
 func (o *Outbox) Flush(ctx context.Context, minAge time.Duration) (int, error) {
 	if err := o.deletePublished(ctx); err != nil {
 		return 0, err
 	}
-	rows, err := o.pool.Query(ctx, `
+	tx, err := o.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("outbox scan: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	rows, err := tx.Query(ctx, `
 		SELECT id, event FROM outbox
 		WHERE created_at < now() - make_interval(secs => $1)
-		ORDER BY created_at LIMIT 1000`, minAge.Seconds())
+		ORDER BY created_at LIMIT 1000
+		FOR UPDATE SKIP LOCKED`, minAge.Seconds())
 	if err != nil {
 		return 0, fmt.Errorf("outbox scan: %w", err)
 	}
@@ -233,13 +253,26 @@ func (o *Outbox) Flush(ctx context.Context, minAge time.Duration) (int, error) {
 	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("outbox scan: %w", err)
 	}
-	o.mu.Lock()
-	o.published = append(o.published, bad...)
-	o.mu.Unlock()
-	if err := o.Send(ctx, evs); err != nil {
-		return 0, err
+	if len(evs) == 0 && len(bad) == 0 {
+		return 0, nil
 	}
-	return len(evs), o.deletePublished(ctx)
+	sendErr := o.Send(ctx, evs)
+	// Send marked what was acked (and what can never be published) for
+	// deletion: delete it in this transaction, before the locks go.
+	done := append(bad, o.takePublished()...)
+	if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY($1)`, done); err != nil {
+		o.mu.Lock()
+		o.published = append(o.published, done...)
+		o.mu.Unlock()
+		return 0, fmt.Errorf("outbox delete: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("outbox delete: %w", err)
+	}
+	if sendErr != nil {
+		return 0, sendErr
+	}
+	return len(evs), nil
 }
 
 // Discard is a sender that stores and publishes nothing: a rebuild applies

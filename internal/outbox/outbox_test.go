@@ -3,6 +3,8 @@ package outbox_test
 import (
 	"context"
 	"os"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -298,4 +300,42 @@ func TestQueueKeepsAResultStoredAgain(t *testing.T) {
 	require.NoError(t, tx.SendBatch(ctx, b).Close())
 	require.NoError(t, tx.Commit(ctx))
 	require.Empty(t, e.rows(t))
+}
+
+// countingPublisher counts the publishes it passes on to the real one.
+type countingPublisher struct {
+	outbox.Publisher
+	n atomic.Int64
+}
+
+func (c *countingPublisher) PublishAsync(ev event.Event) (jetstream.PubAckFuture, error) {
+	c.n.Add(1)
+	return c.Publisher.PublishAsync(ev)
+}
+
+// Two relays (one per running copy) share crash leftovers: each row is
+// published by one of them, never both.
+func TestTwoRelaysPublishEachLeftoverOnce(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	var evs []event.Event
+	for range 200 {
+		evs = append(evs, e.result(t, validData))
+	}
+	e.add(t, true, evs...)
+	pa, pb := &countingPublisher{Publisher: e.pub}, &countingPublisher{Publisher: e.pub}
+	a, b := outbox.New(e.pool, pa, testenv.Logger(t)), outbox.New(e.pool, pb, testenv.Logger(t))
+	var wg sync.WaitGroup
+	var na, nb int
+	var ea, eb error
+	wg.Add(2)
+	go func() { defer wg.Done(); na, ea = a.Flush(ctx, 0) }()
+	go func() { defer wg.Done(); nb, eb = b.Flush(ctx, 0) }()
+	wg.Wait()
+	require.NoError(t, ea)
+	require.NoError(t, eb)
+	require.Equal(t, len(evs), na+nb, "every leftover published")
+	require.Equal(t, int64(len(evs)), pa.n.Load()+pb.n.Load(), "and by one relay only")
+	require.Empty(t, e.rows(t))
+	require.Equal(t, uint64(len(evs)), e.stored(t))
 }
