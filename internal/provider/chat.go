@@ -171,7 +171,7 @@ func (c *Chat) Complete(ctx context.Context, req ChatRequest) (ChatResponse, err
 }
 
 func (c *Chat) wrap(model string, err error) error {
-	return fmt.Errorf("chat completion with %s at %s: %w", model, c.c.endpoint, err)
+	return fmt.Errorf("chat completion with %s at %s: %w", model, c.c.name, err)
 }
 
 // responseFormat is the response_format req asks for, nil for none.
@@ -205,7 +205,10 @@ func rejectsResponseFormat(err error) bool {
 	if !errors.As(err, &api) || (api.StatusCode != 400 && api.StatusCode != 422) {
 		return false
 	}
-	return strings.Contains(strings.ToLower(api.Message+" "+api.Param), "response_format")
+	msg := strings.ToLower(api.Message + " " + api.Param)
+	// OpenAI refuses json_object when no message mentions JSON; that is
+	// the prompt's fault, not a server without response_format.
+	return strings.Contains(msg, "response_format") && !strings.Contains(msg, "must contain the word")
 }
 
 // decode fills r from a chat completion body.

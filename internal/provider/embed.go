@@ -108,7 +108,7 @@ func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, erro
 }
 
 func (e *Embedder) wrap(err error) error {
-	return fmt.Errorf("embeddings with %s at %s: %w", e.model, e.c.endpoint, err)
+	return fmt.Errorf("embeddings with %s at %s: %w", e.model, e.c.name, err)
 }
 
 // embedBatch embeds texts into out, which has the same length.

@@ -70,6 +70,7 @@ type Options struct {
 // limits and the HTTP client.
 type client struct {
 	endpoint   string // full URL of the one API path this client calls
+	name       string // endpoint without its query, for error messages
 	apiKey     string
 	azure      bool
 	timeout    time.Duration
@@ -113,6 +114,8 @@ func newClient(opts Options, path string, defaultTimeout time.Duration, maxBody 
 	endpoint.Path = base.Path + path
 	endpoint.RawPath = ""
 	c.endpoint = endpoint.String()
+	endpoint.RawQuery = ""
+	c.name = endpoint.String()
 	if c.timeout == 0 {
 		c.timeout = defaultTimeout
 	}

@@ -270,6 +270,10 @@ func (s *Server) chat(w http.ResponseWriter, body []byte, k knobs) {
 			return
 		}
 		switch {
+		case rf.Type == "json_object" && !mentionsJSON(req.Messages):
+			s.writeError(w, 400, "", "'messages' must contain the word 'json' in some form, to use 'response_format' of type 'json_object'.",
+				"invalid_request_error", "messages", "")
+			return
 		case rf.Type != "text" && rf.Type != "json_object" && rf.Type != "json_schema":
 			s.writeError(w, 400, "", fmt.Sprintf("Invalid value: '%s'. Supported values are: 'json_object', 'json_schema', and 'text'.", rf.Type),
 				"invalid_request_error", "response_format.type", "invalid_value")
@@ -375,6 +379,22 @@ func (s *Server) embed(w http.ResponseWriter, body []byte, k knobs) {
 	s.batches = append(s.batches, len(inputs))
 	s.mu.Unlock()
 	s.writeJSON(w, http.StatusOK, list)
+}
+
+// mentionsJSON reports whether any message says "json", which OpenAI
+// requires of json_object requests.
+func mentionsJSON(msgs []chat.OpenAIMessage) bool {
+	for _, m := range msgs {
+		if strings.Contains(strings.ToLower(m.Content), "json") {
+			return true
+		}
+		for _, p := range m.Parts {
+			if strings.Contains(strings.ToLower(p.Text), "json") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // embeddingInputs reads input as a string, a list of strings, or token

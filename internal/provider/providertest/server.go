@@ -29,8 +29,9 @@
 //
 // Requests are checked like a real server checks them: a chat request
 // needs a model and messages, a response_format must be text, json_object
-// or json_schema with a name and a schema, embeddings need a model and
-// non-empty inputs; otherwise the answer is a 400.
+// (with "json" somewhere in the messages, as OpenAI insists) or json_schema
+// with a name and a schema, embeddings need a model and non-empty inputs;
+// otherwise the answer is a 400.
 package providertest
 
 import (
