@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/rs/zerolog"
@@ -109,8 +110,64 @@ func parseError(err error) error {
 	return errUsage
 }
 
+// help is what `agentq <command> -h` says beyond the command's summary.
+type help struct {
+	synopsis string // after "usage: agentq <command>"
+	text     string // a paragraph or two
+}
+
+var helps = map[string]help{}
+
+// describe sets the synopsis and description that name's -h prints.
+func describe(name, synopsis, text string) {
+	helps[name] = help{synopsis, text}
+}
+
+func init() {
+	describe("migrate", "", `Applies the SQL migrations built into the binary (migrations/*.sql; each runs
+once, so running it again is harmless) to the database at AGENTQ_DATABASE_URL
+and exits. Consumers and agentq dev also migrate when they start; in
+production the compose file's migrate service runs this before them.`)
+}
+
+// flags returns the flag set of command name, whose -h prints the usage
+// line, the description and the flags.
 func flags(name string, e Env) *flag.FlagSet {
 	fs := flag.NewFlagSet("agentq "+name, flag.ContinueOnError)
 	fs.SetOutput(e.Stderr)
+	fs.Usage = func() { printUsage(e.Stderr, name, fs, true) }
 	return fs
+}
+
+// printUsage prints the usage line, the description if long, and the
+// flags.
+func printUsage(w io.Writer, name string, fs *flag.FlagSet, long bool) {
+	h := helps[name]
+	hasFlags := false
+	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+	synopsis := h.synopsis
+	if synopsis == "" && hasFlags {
+		synopsis = "[flags]"
+	}
+	fmt.Fprintf(w, "usage: %s\n", strings.TrimSpace("agentq "+name+" "+synopsis))
+	if long {
+		text := h.text
+		if text == "" {
+			text = commands[name].summary
+		}
+		fmt.Fprintf(w, "\n%s\n", text)
+	}
+	if hasFlags {
+		fmt.Fprintln(w, "\nflags:")
+		fs.PrintDefaults()
+	}
+}
+
+// usageError reports what is wrong with the arguments on one line, then
+// the command's usage, and returns errUsage.
+func usageError(e Env, fs *flag.FlagSet, name, format string, args ...any) error {
+	fmt.Fprintf(e.Stderr, "agentq %s: %s\n", name, fmt.Sprintf(format, args...))
+	printUsage(e.Stderr, name, fs, false)
+	fmt.Fprintf(e.Stderr, "\n`agentq %s -h` says more.\n", name)
+	return errUsage
 }

@@ -2,16 +2,25 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/broker"
+	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/devdb"
 	"github.com/agentq/agentq/internal/quality"
@@ -22,6 +31,12 @@ var Consumers = []app.Consumer{quality.Consumer}
 
 func init() {
 	register("dev", "run everything in one process: embedded NATS, dev database, migrations, all consumers", runDev)
+	describe("dev", "[--data DIR] [--nats-listen HOST:PORT]", `Runs an embedded NATS server with JetStream, the PGlite dev database (unless
+AGENTQ_DATABASE_URL is set), migrations and every consumer in one process,
+until Ctrl-C. While it runs, the other agentq commands in another terminal
+find it by itself: it leaves its NATS and database URLs in a state file,
+dev.json in the user's cache directory (and in the --data directory), removed
+on exit.`)
 }
 
 func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
@@ -30,6 +45,17 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
 	listen := fs.String("nats-listen", cfg.NATSListen, "host:port of the embedded NATS server (port 0: any free port)")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
+	}
+	if fs.NArg() > 0 {
+		return usageError(e, fs, "dev", "unexpected argument %q", fs.Arg(0))
+	}
+	// Ctrl-C while starting is a stop, not a failure.
+	interrupted := func(err error) error {
+		if ctx.Err() != nil {
+			fmt.Fprintln(e.Stdout, "agentq dev stopped while starting.")
+			return nil
+		}
+		return err
 	}
 	host, portStr, err := net.SplitHostPort(*listen)
 	if err != nil {
@@ -42,6 +68,22 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
 	if port == 0 {
 		port = -1 // any free port
 	}
+	// Another agentq dev holding the ports is the usual cause of a clash.
+	other := ""
+	if st, _, ok := liveDevState(e, config.Config{DataDir: *data}); ok && st.PID != os.Getpid() {
+		other = fmt.Sprintf("; agentq dev (pid %d, NATS %s) is already running", st.PID, st.NATSURL)
+	}
+
+	// Bound before anything is advertised: a taken port is an error now,
+	// not a warning after the banner has printed the address.
+	var metricsLn net.Listener
+	if cfg.MetricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return fmt.Errorf("metrics address %s is not available (%v)%s: set AGENTQ_METRICS_ADDR to a free host:port, or AGENTQ_METRICS_ADDR=off to run without metrics", cfg.MetricsAddr, err, other)
+		}
+		defer metricsLn.Close() // no-op once the server has shut down
+	}
+
 	dir, persistent := *data, *data != ""
 	if !persistent {
 		if dir, err = os.MkdirTemp("", "agentq-dev-"); err != nil {
@@ -52,45 +94,60 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
 	if err := os.MkdirAll(filepath.Join(dir, "nats"), 0o755); err != nil {
 		return err
 	}
-	srv, err := broker.Start(broker.Options{Host: host, Port: port, StoreDir: filepath.Join(dir, "nats"), Log: log.With().Str("component", "nats").Logger()})
+	srv, err := broker.Start(broker.Options{
+		Host: host, Port: port, StoreDir: filepath.Join(dir, "nats"),
+		Log: log.With().Str("component", "nats").Logger(),
+		// The streams exist before the port opens: an agent that connects
+		// the moment it can and publishes at once must not get "no
+		// responders".
+		Setup: func(ctx context.Context, js jetstream.JetStream) error {
+			return bus.EnsureStreams(ctx, js, cfg.Stream)
+		},
+	})
 	if err != nil {
-		return fmt.Errorf("embedded NATS on %s: %w", *listen, err)
+		return fmt.Errorf("embedded NATS on %s: %w%s (--nats-listen 127.0.0.1:0 picks any free port)", *listen, err, other)
 	}
 	defer srv.Shutdown()
 	cfg.NATSURL = srv.ClientURL()
 
-	dbWhere := "AGENTQ_DATABASE_URL"
+	dbWhere := "AGENTQ_DATABASE_URL " + redact(cfg.DatabaseURL)
 	if cfg.DatabaseURL == "" {
-		opts := devdb.Options{Dir: cfg.PGliteDir, Log: log}
+		opts := devdb.Options{Dir: cfg.PGliteDir, Log: log, StartTimeout: cfg.DevDBStartTimeout}
+		kind := "in memory"
 		if persistent {
 			opts.DataDir = filepath.Join(dir, "pglite")
-			dbWhere = "PGlite dev database in " + opts.DataDir
-		} else {
-			dbWhere = "PGlite dev database in memory"
+			kind = "in " + opts.DataDir
 		}
 		db, err := devdb.Start(ctx, opts)
 		if err != nil {
-			return err
+			return interrupted(err)
 		}
 		defer db.Close()
 		cfg.DatabaseURL = db.URL()
+		dbWhere = db.URL() + "\n             (PGlite dev database " + kind + ")"
 	}
 	d, err := app.Start(ctx, cfg, "dev", log)
 	if err != nil {
-		return err
+		return interrupted(err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
 		defer cancel()
 		_ = d.Close(cctx)
 	}()
-	if cfg.MetricsAddr != "" {
-		go func() {
-			if err := app.ServeMetrics(ctx, cfg.MetricsAddr, d); err != nil {
-				log.Warn().Err(err).Msg("metrics server")
-			}
-		}()
+	if metricsLn != nil {
+		stop := serveMetrics(metricsLn, d, log)
+		defer stop()
 	}
+
+	removeState, err := writeDevState(e, dirIf(persistent, dir), devState{
+		NATSURL: cfg.NATSURL, DatabaseURL: cfg.DatabaseURL, PID: os.Getpid(), StartedAt: time.Now().UTC(),
+	})
+	if err != nil {
+		return err
+	}
+	defer removeState() // first thing on the way out: no command picks a stopping instance
+
 	names := make([]string, len(Consumers))
 	for i, c := range Consumers {
 		names[i] = c.Name
@@ -99,6 +156,13 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
 	if !persistent {
 		where += " (temporary; use --data DIR to keep it)"
 	}
+	// The commands must work as printed: with a NATS server that is not
+	// the default they name it (they would also find it in the state file,
+	// unless AGENTQ_NATS_URL is set to something else in that terminal).
+	prefix := ""
+	if cfg.NATSURL != defaultOf("AGENTQ_NATS_URL") {
+		prefix = "AGENTQ_NATS_URL=" + cfg.NATSURL + " "
+	}
 	fmt.Fprintf(e.Stdout, `agentq dev is running. Ctrl-C stops it.
 
   NATS       %s   (JetStream, streams AGENTQ and AGENTQ_DLQ)
@@ -106,21 +170,91 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
   data       %s
   consumers  %v
   metrics    %s
+  state      %s (agentq commands in other terminals use this instance)
 
 Try it, in another terminal:
-  go run ./cmd/agentq tail quality.changed.demo &
-  go run ./cmd/agentq publish --tenant demo --type tool.executed --data '{"tool_name":"web_search","success":true,"latency_ms":120}'
-`, cfg.NATSURL, dbWhere, where, names, metricsURL(cfg.MetricsAddr))
+  %sgo run ./cmd/agentq tail quality.changed.demo &
+  %sgo run ./cmd/agentq publish --tenant demo --type tool.executed --data '{"tool_name":"web_search","success":true,"latency_ms":120}'
+`, cfg.NATSURL, dbWhere, where, names, metricsURL(cfg.MetricsAddr), devStatePath(e, dirIf(persistent, dir)), prefix, prefix)
 	err = app.Run(ctx, d, Consumers...)
 	fmt.Fprintln(e.Stdout, "agentq dev stopped.")
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// A consumer stopped by Ctrl-C while it was still starting.
+		return nil
+	}
 	return err
+}
+
+func dirIf(ok bool, dir string) string {
+	if ok {
+		return dir
+	}
+	return ""
+}
+
+// defaultOf is the documented default of an AGENTQ_* variable.
+func defaultOf(name string) string {
+	for _, v := range config.Vars {
+		if v.Name == name {
+			return v.Default
+		}
+	}
+	return ""
+}
+
+// redact hides the password in a database URL shown on screen.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// serveMetrics serves /metrics and /healthz on ln, as app.ServeMetrics does
+// on an address; stop shuts the server down. The listener is bound by the
+// caller so that a taken port fails agentq dev before its banner.
+func serveMetrics(ln net.Listener, d *app.Deps, log zerolog.Logger) (stop func()) {
+	srv := &http.Server{Handler: metricsHandler(d), ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Str("addr", ln.Addr().String()).Msg("metrics server")
+		}
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}
+}
+
+// metricsHandler mirrors the handler of app.ServeMetrics, which builds its
+// own and serves only on an address it binds itself.
+func metricsHandler(d *app.Deps) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{Registry: d.Registry}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if !d.NC.IsConnected() {
+			http.Error(w, "nats disconnected", http.StatusServiceUnavailable)
+			return
+		}
+		if err := d.Pool.Ping(r.Context()); err != nil {
+			http.Error(w, "database: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	return mux
 }
 
 func metricsURL(addr string) string {
 	if addr == "" {
 		return "off"
 	}
-	if addr[0] == ':' {
+	if strings.HasPrefix(addr, ":") {
 		addr = "127.0.0.1" + addr
 	}
 	return "http://" + addr + "/metrics"

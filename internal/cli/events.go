@@ -21,13 +21,38 @@ import (
 func init() {
 	register("publish", "publish one event (data from --data or stdin), validated against its schema", runPublish)
 	register("tail", "print events from the stream as they arrive (subjects default to every fact)", runTail)
-	register("dlq", "list dead letters with their reasons, or redrive them after a fix", runDLQ)
+	register("dlq", "list dead letters with their reasons; redrive them after a fix, or discard them", runDLQ)
+	describe("publish", "--tenant T --type TYPE [--data JSON] [flags]", `Publishes one event to stream AGENTQ after checking its data against the
+type's JSON schema (schemas/). The data comes from --data, or from stdin
+when --data is absent. A short type such as tool.executed means
+agentq.tool.executed.v1.`)
+	describe("tail", "[--all] [--count N] [subject ...]", `Prints the events of stream AGENTQ as they arrive, one line each: time,
+type, tenant, id, cause and data.
+
+The arguments are the subjects to follow, <domain>.<event>.<tenant>, with
+NATS wildcards: * matches one token, > all the tokens after it (quote it in
+the shell). For example:
+  quality.changed.demo   the quality changes of tenant demo
+  'tool.>'               every tool event of every tenant
+  'tool.*.demo'          every tool event of tenant demo
+Without arguments every fact is followed (prompt.>, tool.>, quality.>, ...).`)
+	describe("dlq", "[--consumer C] [--reason CODE] [--seq N] [--redrive | --discard] [--json]", `Lists the dead letters in stream AGENTQ_DLQ, newest last, one line each:
+sequence, time, consumer, original subject, event id and type, reason code,
+deliveries and the reason. A dead letter marked "payload by reference" holds
+only the reason; its event is the message at that sequence in stream AGENTQ.
+
+After fixing the cause, --redrive republishes the selected dead letters to
+their original subjects (a consumer that applied an event already skips it
+by its id) and removes them from the DLQ; --discard deletes them. Both act on
+every dead letter the filters select, regardless of --limit.`)
 }
 
+// connect connects to cfg.NATSURL; callers resolve it with natsURL first,
+// so an explicit AGENTQ_NATS_URL wins and a running agentq dev is found.
 func connect(cfg config.Config) (*nats.Conn, jetstream.JetStream, error) {
 	nc, err := nats.Connect(cfg.NATSURL, nats.Name("agentq-cli"))
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to NATS at %s (is `agentq dev` running?): %w", cfg.NATSURL, err)
+		return nil, nil, fmt.Errorf("connect to NATS at %s (start `make dev`, or set AGENTQ_NATS_URL): %w", cfg.NATSURL, err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -55,9 +80,15 @@ func runPublish(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger,
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
-	if *tenant == "" || *typ == "" {
-		fs.Usage()
-		return errUsage
+	switch {
+	case *tenant == "" && *typ == "":
+		return usageError(e, fs, "publish", "--tenant and --type are required")
+	case *tenant == "":
+		return usageError(e, fs, "publish", "--tenant is required")
+	case *typ == "":
+		return usageError(e, fs, "publish", "--type is required")
+	case fs.NArg() > 0:
+		return usageError(e, fs, "publish", "unexpected argument %q (the data goes in --data or on stdin)", fs.Arg(0))
 	}
 	raw := []byte(*data)
 	if *data == "" {
@@ -81,6 +112,7 @@ func runPublish(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger,
 	if err != nil {
 		return err
 	}
+	cfg.NATSURL = natsURL(e, cfg)
 	nc, js, err := connect(cfg)
 	if err != nil {
 		return err
@@ -110,6 +142,7 @@ func runTail(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger, ar
 	if len(subjects) == 0 {
 		subjects = bus.FactSubjects
 	}
+	cfg.NATSURL = natsURL(e, cfg)
 	nc, js, err := connect(cfg)
 	if err != nil {
 		return err
@@ -160,15 +193,87 @@ func compact(b []byte) string {
 	return string(out)
 }
 
+// deadLetter is one dead letter as agentq dlq shows it (--json: as is).
+type deadLetter struct {
+	Seq         uint64    `json:"seq"` // in AGENTQ_DLQ
+	Time        time.Time `json:"time"`
+	Consumer    string    `json:"consumer"`
+	Subject     string    `json:"subject"` // the original's
+	EventID     string    `json:"event_id,omitempty"`
+	EventType   string    `json:"event_type,omitempty"`
+	ReasonCode  string    `json:"reason_code"`
+	Reason      string    `json:"reason"`
+	Deliveries  uint64    `json:"deliveries"`
+	StreamSeq   uint64    `json:"stream_seq,omitempty"` // the original's, in AGENTQ
+	ByReference bool      `json:"by_reference"`
+	// Data is the original payload when the dead letter carries it and it
+	// is JSON.
+	Data json.RawMessage `json:"data,omitempty"`
+
+	dl bus.DeadLetter
+}
+
+func newDeadLetter(seq uint64, at time.Time, dl bus.DeadLetter) deadLetter {
+	l := deadLetter{
+		Seq: seq, Time: at.UTC(), Consumer: dl.Consumer, Subject: dl.Subject,
+		EventID: dl.EventID, EventType: dl.EventType, ReasonCode: dl.ReasonCode,
+		Reason: dl.Reason, Deliveries: dl.Deliveries, StreamSeq: dl.StreamSeq,
+		ByReference: dl.ByReference, dl: dl,
+	}
+	if !dl.ByReference {
+		// Dead letters stored before the runner named the event, or by
+		// other tools, still carry it.
+		if l.EventID == "" {
+			if ev, err := bus.Decode(dl.Header, dl.Data); err == nil {
+				l.EventID, l.EventType = ev.ID(), ev.Type()
+			}
+		}
+		if json.Valid(dl.Data) {
+			l.Data = json.RawMessage(dl.Data)
+		}
+	}
+	return l
+}
+
+// line is the text listing's line: everything on one line, the reason last.
+func (l deadLetter) line() string {
+	id, typ := l.EventID, l.EventType
+	if id == "" {
+		id = "-"
+	}
+	if typ == "" {
+		typ = "-"
+	}
+	ref := ""
+	if l.ByReference {
+		ref = fmt.Sprintf(" (payload by reference: AGENTQ seq %d)", l.StreamSeq)
+	}
+	return fmt.Sprintf("%d %s consumer=%s subject=%s id=%s type=%s%s reason=%s deliveries=%d: %s",
+		l.Seq, l.Time.Format(time.RFC3339), l.Consumer, l.Subject, id, typ, ref, l.ReasonCode, l.Deliveries,
+		strings.Join(strings.Fields(l.Reason), " "))
+}
+
 func runDLQ(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger, args []string) error {
 	fs := flags("dlq", e)
-	consumer := fs.String("consumer", "", "only this consumer's dead letters")
-	reason := fs.String("reason", "", "only dead letters with this reason code (schema, max_deliver, ...)")
-	limit := fs.Int("limit", 50, "list at most this many, newest last")
-	redrive := fs.Bool("redrive", false, "republish the selected dead letters to their original subjects and remove them from the DLQ")
+	consumer := fs.String("consumer", "", "select the dead letters of this consumer only (e.g. scorer)")
+	reason := fs.String("reason", "", "select the dead letters with this reason code only (schema, max_deliver, ...: the reason= of the listing)")
+	seq := fs.Uint64("seq", 0, "select the dead letter with this AGENTQ_DLQ sequence only (the first number of its line)")
+	limit := fs.Int("limit", 50, "list at most this many of the selected dead letters, the newest")
+	redrive := fs.Bool("redrive", false, "republish the selected dead letters to their original subjects, then remove them from the DLQ")
+	discard := fs.Bool("discard", false, "delete the selected dead letters from the DLQ")
+	asJSON := fs.Bool("json", false, "print JSON: an array of dead letters; with --redrive or --discard an object with the count and the dead letters handled")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
+	switch {
+	case *redrive && *discard:
+		return usageError(e, fs, "dlq", "--redrive and --discard exclude each other")
+	case fs.NArg() > 0:
+		return usageError(e, fs, "dlq", "unexpected argument %q (select with --consumer, --reason or --seq)", fs.Arg(0))
+	case *limit < 1:
+		return usageError(e, fs, "dlq", "--limit must be at least 1")
+	}
+	cfg.NATSURL = natsURL(e, cfg)
 	nc, js, err := connect(cfg)
 	if err != nil {
 		return err
@@ -176,65 +281,161 @@ func runDLQ(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger, arg
 	defer nc.Close()
 	s, err := js.Stream(ctx, bus.DLQName)
 	if err != nil {
-		return err
+		return fmt.Errorf("stream %s: %w", bus.DLQName, err)
 	}
-	info, err := s.Info(ctx)
+	selected, err := selectDeadLetters(ctx, s, *seq, func(l deadLetter) bool {
+		return (*consumer == "" || l.Consumer == *consumer) && (*reason == "" || l.ReasonCode == *reason)
+	})
 	if err != nil {
 		return err
 	}
-	if info.State.Msgs == 0 {
-		fmt.Fprintln(e.Stdout, "no dead letters")
-		return nil
-	}
-	type letter struct {
-		seq uint64
-		at  time.Time
-		dl  bus.DeadLetter
-	}
-	var selected []letter
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			continue // deleted (redriven earlier)
-		}
-		dl := bus.ParseDeadLetter(m.Header, m.Data)
-		if (*consumer != "" && dl.Consumer != *consumer) || (*reason != "" && dl.ReasonCode != *reason) {
-			continue
-		}
-		selected = append(selected, letter{seq, m.Time, dl})
-	}
-	if !*redrive {
-		if len(selected) > *limit {
-			selected = selected[len(selected)-*limit:]
-		}
+	switch {
+	case *redrive:
+		return redriveDeadLetters(ctx, e, js, s, selected, *asJSON)
+	case *discard:
+		var done []deadLetter
 		for _, l := range selected {
-			fmt.Fprintf(e.Stdout, "%d %s consumer=%s subject=%s reason=%s deliveries=%d: %s\n",
-				l.seq, l.at.UTC().Format(time.RFC3339), l.dl.Consumer, l.dl.Subject, l.dl.ReasonCode, l.dl.Deliveries, l.dl.Reason)
+			if err := s.DeleteMsg(ctx, l.Seq); err != nil {
+				return fmt.Errorf("discard dead letter %d: %w", l.Seq, err)
+			}
+			done = append(done, l)
+			if !*asJSON {
+				fmt.Fprintf(e.Stdout, "discarded %d consumer=%s id=%s reason=%s\n", l.Seq, l.Consumer, l.EventID, l.ReasonCode)
+			}
 		}
-		if len(selected) == 0 {
-			fmt.Fprintln(e.Stdout, "no dead letters match")
-		}
-		return nil
+		return report(e, *asJSON, "discarded", done)
+	}
+	if len(selected) > *limit {
+		selected = selected[len(selected)-*limit:]
+	}
+	if *asJSON {
+		return writeJSON(e.Stdout, orEmpty(selected))
 	}
 	for _, l := range selected {
-		m := nats.NewMsg(l.dl.Subject)
-		for k, v := range l.dl.Header {
+		fmt.Fprintln(e.Stdout, l.line())
+	}
+	if len(selected) == 0 {
+		if *consumer != "" || *reason != "" || *seq != 0 {
+			fmt.Fprintln(e.Stdout, "no dead letters match")
+		} else {
+			fmt.Fprintln(e.Stdout, "no dead letters")
+		}
+	}
+	return nil
+}
+
+// selectDeadLetters reads the DLQ, oldest first (or only the message at
+// seq), and keeps what match accepts.
+func selectDeadLetters(ctx context.Context, s jetstream.Stream, seq uint64, match func(deadLetter) bool) ([]deadLetter, error) {
+	first, last := seq, seq
+	if seq == 0 {
+		info, err := s.Info(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if info.State.Msgs == 0 {
+			return nil, nil
+		}
+		first, last = info.State.FirstSeq, info.State.LastSeq
+	}
+	var out []deadLetter
+	for n := first; n <= last; n++ {
+		m, err := s.GetMsg(ctx, n)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // removed: redriven or discarded earlier
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read dead letter %d: %w", n, err)
+		}
+		if l := newDeadLetter(n, m.Time, bus.ParseDeadLetter(m.Header, m.Data)); match(l) {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+func redriveDeadLetters(ctx context.Context, e Env, js jetstream.JetStream, dlq jetstream.Stream, letters []deadLetter, asJSON bool) error {
+	var (
+		done   []deadLetter
+		failed int
+		facts  jetstream.Stream
+	)
+	for _, l := range letters {
+		subject, header, data := l.Subject, l.dl.Header, l.dl.Data
+		if l.ByReference {
+			// The dead letter holds only the reason: the event is still
+			// in AGENTQ unless the stream's retention removed it.
+			if facts == nil {
+				s, err := js.Stream(ctx, bus.StreamName)
+				if err != nil {
+					return fmt.Errorf("stream %s: %w", bus.StreamName, err)
+				}
+				facts = s
+			}
+			m, err := facts.GetMsg(ctx, l.StreamSeq)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				failed++
+				fmt.Fprintf(e.Stderr, "dead letter %d not redriven: its event (AGENTQ seq %d) is no longer in the stream; `agentq dlq --discard --seq %d` removes it\n", l.Seq, l.StreamSeq, l.Seq)
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("read the original of dead letter %d (AGENTQ seq %d): %w", l.Seq, l.StreamSeq, err)
+			}
+			subject, header, data = m.Subject, m.Header, m.Data
+		}
+		if subject == "" {
+			failed++
+			fmt.Fprintf(e.Stderr, "dead letter %d not redriven: it does not name its original subject\n", l.Seq)
+			continue
+		}
+		m := nats.NewMsg(subject)
+		for k, v := range header {
 			if !strings.HasPrefix(k, "Agentq-Dlq-") && k != "Nats-Msg-Id" {
 				m.Header[k] = v
 			}
 		}
-		m.Data = l.dl.Data
+		m.Data = data
 		// No Nats-Msg-Id: the original id may still be in the duplicate
 		// window, and this copy must be stored. Consumers that applied the
 		// event already recognise it by its id in their inbox.
 		if _, err := js.PublishMsg(ctx, m); err != nil {
-			return fmt.Errorf("redrive dead letter %d to %s: %w", l.seq, l.dl.Subject, err)
+			return fmt.Errorf("redrive dead letter %d to %s: %w", l.Seq, subject, err)
 		}
-		if err := s.DeleteMsg(ctx, l.seq); err != nil {
-			return fmt.Errorf("remove redriven dead letter %d: %w", l.seq, err)
+		if err := dlq.DeleteMsg(ctx, l.Seq); err != nil {
+			return fmt.Errorf("remove redriven dead letter %d: %w", l.Seq, err)
 		}
-		fmt.Fprintf(e.Stdout, "redrove %d to %s (was %s)\n", l.seq, l.dl.Subject, l.dl.ReasonCode)
+		done = append(done, l)
+		if !asJSON {
+			fmt.Fprintf(e.Stdout, "redrove %d to %s (was %s)\n", l.Seq, subject, l.ReasonCode)
+		}
 	}
-	fmt.Fprintf(e.Stdout, "%d dead letters redriven\n", len(selected))
+	if err := report(e, asJSON, "redriven", done); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d dead letters not redriven (see above)", failed)
+	}
 	return nil
+}
+
+// report prints how many dead letters an action handled.
+func report(e Env, asJSON bool, action string, done []deadLetter) error {
+	if asJSON {
+		return writeJSON(e.Stdout, map[string]any{action: len(done), "dead_letters": orEmpty(done)})
+	}
+	fmt.Fprintf(e.Stdout, "%d dead letters %s\n", len(done), action)
+	return nil
+}
+
+func orEmpty(l []deadLetter) []deadLetter {
+	if l == nil {
+		return []deadLetter{}
+	}
+	return l
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
