@@ -6,7 +6,7 @@ GO       ?= go
 GOFLAGS  ?=
 export GOFLAGS
 
-.PHONY: dev test test-short race vet fmt bench loadtest build deps clean
+.PHONY: dev test test-short race vet fmt bench loadtest build deps clean fuzz
 
 # node_modules holds the PGlite dev database (@electric-sql/pglite-socket),
 # pinned by package-lock.json. It is only needed when AGENTQ_DATABASE_URL is
@@ -15,12 +15,23 @@ deps: node_modules/.package-lock.json
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 
+# Built, then run as the recipe's only process, not with `go run`: the go
+# command exits 1 whenever it sees the Ctrl-C itself (cmd/go records the
+# interrupt), whatever agentq's own status, and make reports that as
+# "Error 1". exec leaves agentq alone to take the signal and exit 0.
 dev: deps
-	$(GO) run ./cmd/agentq dev $(ARGS)
+	$(GO) build -o bin/agentq ./cmd/agentq
+	exec bin/agentq dev $(ARGS)
 
 test: deps vet
 	$(GO) test -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -race -timeout 10m ./internal/chat/ ./internal/bus/ ./schemas/
+	$(MAKE) fuzz
+
+# Short fuzzing runs of the decoders that take outside input.
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 10s ./internal/bus/
+	$(GO) test -run '^$$' -fuzz FuzzValidate -fuzztime 10s ./schemas/
 
 test-short: deps
 	$(GO) test -short -count=1 ./...

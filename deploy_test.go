@@ -14,14 +14,18 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
+	natsconf "github.com/nats-io/nats-server/v2/conf"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/broker"
 )
 
 const (
@@ -283,6 +287,27 @@ func TestComposeNATS(t *testing.T) {
 	require.Less(t, i+1, len(svc.Command))
 	storeDir := svc.Command[i+1]
 	assertNamedVolumeAt(t, p, svc, storeDir)
+
+	// The same max payload as agentq dev's embedded server, from a config
+	// file (nats-server has no flag for it) that compose provides.
+	i = slices.Index(svc.Command, "--config")
+	require.GreaterOrEqual(t, i, 0, "nats-server reads a config file")
+	require.Less(t, i+1, len(svc.Command))
+	var content string
+	for _, c := range svc.Configs {
+		if c.Target == svc.Command[i+1] {
+			cfg, ok := p.Configs[c.Source]
+			require.True(t, ok, "config %q is declared", c.Source)
+			content = cfg.Content
+		}
+	}
+	require.NotEmpty(t, content, "a config is mounted at %s", svc.Command[i+1])
+	conf, err := natsconf.Parse(content)
+	require.NoError(t, err)
+	assert.Equal(t, int64(broker.DefaultMaxPayload), conf["max_payload"], "max_payload as agentq dev's embedded NATS")
+	maxEvent, err := strconv.ParseInt(envValue(t, service(t, p, "scorer"), "AGENTQ_MAX_PAYLOAD"), 10, 64)
+	require.NoError(t, err)
+	assert.Greater(t, conf["max_payload"], maxEvent, "oversized events reach the consumers and are dead-lettered, not refused")
 
 	require.NotNil(t, svc.HealthCheck)
 	assert.False(t, svc.HealthCheck.Disable)
