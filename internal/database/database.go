@@ -154,6 +154,18 @@ func EnsureFence(ctx context.Context, db interface {
 // statements travel in one round trip. Keys are inserted in sorted order,
 // so two transactions claiming overlapping keys cannot deadlock.
 func Claim(ctx context.Context, tx pgx.Tx, consumer string, keys []InboxKey) (Claimed, error) {
+	b := &pgx.Batch{}
+	queueClaim(b, consumer, keys)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	c, err := readClaim(br, keys)
+	if err != nil {
+		return c, err
+	}
+	return c, br.Close()
+}
+
+func queueClaim(b *pgx.Batch, consumer string, keys []InboxKey) {
 	tenants := make([]string, len(keys))
 	ids := make([]string, len(keys))
 	distinct := map[string]bool{}
@@ -165,7 +177,6 @@ func Claim(ctx context.Context, tx pgx.Tx, consumer string, keys []InboxKey) (Cl
 			tenantList = append(tenantList, k.Tenant)
 		}
 	}
-	b := &pgx.Batch{}
 	b.Queue(`SELECT 1 FROM consumer_fences WHERE consumer = $1 FOR SHARE`, consumer)
 	b.Queue(`SELECT tenant_id FROM rebuilds WHERE consumer = $1 AND (tenant_id = '*' OR tenant_id = ANY($2))`, consumer, tenantList)
 	b.Queue(`
@@ -173,8 +184,9 @@ func Claim(ctx context.Context, tx pgx.Tx, consumer string, keys []InboxKey) (Cl
 		SELECT $1, t, e FROM unnest($2::text[], $3::text[]) AS u(t, e) ORDER BY t, e
 		ON CONFLICT DO NOTHING
 		RETURNING tenant_id, event_id`, consumer, tenants, ids)
-	br := tx.SendBatch(ctx, b)
-	defer br.Close()
+}
+
+func readClaim(br pgx.BatchResults, keys []InboxKey) (Claimed, error) {
 	if _, err := br.Exec(); err != nil {
 		return Claimed{}, fmt.Errorf("inbox fence: %w", err)
 	}
@@ -219,7 +231,74 @@ func Claim(ctx context.Context, tx pgx.Tx, consumer string, keys []InboxKey) (Cl
 			delete(inserted, k) // a repeat in the same call is a duplicate
 		}
 	}
-	return c, br.Close()
+	return c, nil
+}
+
+// Unit is a consumer's transaction for one batch, shaped for few round
+// trips: BEGIN travels with the inbox claim (BeginClaim) and COMMIT with
+// the last writes (Commit), so a batch that reads its state once costs
+// three round trips. Always call Close.
+type Unit struct {
+	conn *pgxpool.Conn
+	open bool
+}
+
+// BeginClaim acquires a connection, begins a transaction and claims keys
+// in consumer's inbox (see Claim), in one round trip.
+func BeginClaim(ctx context.Context, pool *pgxpool.Pool, consumer string, keys []InboxKey) (*Unit, Claimed, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, Claimed{}, fmt.Errorf("begin: %w", err)
+	}
+	u := &Unit{conn: conn, open: true}
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	queueClaim(b, consumer, keys)
+	br := conn.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		u.Close(ctx)
+		return nil, Claimed{}, fmt.Errorf("begin: %w", err)
+	}
+	c, err := readClaim(br, keys)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		u.Close(ctx)
+		return nil, Claimed{}, err
+	}
+	return u, c, nil
+}
+
+// Query runs a query inside the transaction.
+func (u *Unit) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return u.conn.Query(ctx, sql, args...)
+}
+
+// Commit sends b's statements and COMMIT in one round trip.
+func (u *Unit) Commit(ctx context.Context, b *pgx.Batch) error {
+	b.Queue(`COMMIT`)
+	err := u.conn.SendBatch(ctx, b).Close()
+	if err == nil {
+		u.open = false
+	}
+	return err
+}
+
+// Close rolls back what was not committed and releases the connection. A
+// connection whose state is unknown is closed, not reused: the pool drops
+// connections released inside a transaction.
+func (u *Unit) Close(ctx context.Context) {
+	if u.open {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := u.conn.Exec(rctx, `ROLLBACK`); err != nil {
+			_ = u.conn.Conn().Close(rctx)
+		}
+		u.open = false
+	}
+	u.conn.Release()
 }
 
 // PruneInbox deletes inbox rows older than retention, at most 10,000 per

@@ -98,20 +98,16 @@ func (s *Scorer) Handle(ctx context.Context, batch []*bus.Delivery) []error {
 }
 
 func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observation, valid []int) ([]event.Event, error) {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-
 	claims := make([]database.InboxKey, len(valid))
 	for j, i := range valid {
 		claims[j] = database.InboxKey{Tenant: batch[i].Tenant, EventID: batch[i].Event.ID()}
 	}
-	claimed, err := database.Claim(ctx, tx, s.opts.Consumer, claims)
+	// Three round trips: begin + claim, lock + read, write + commit.
+	tx, claimed, err := database.BeginClaim(ctx, s.pool, s.opts.Consumer, claims)
 	if err != nil {
 		return nil, err
 	}
+	defer tx.Close(ctx)
 	var keys []Key
 	seen := map[Key]bool{}
 	for j, i := range valid {
@@ -121,7 +117,7 @@ func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observa
 		}
 	}
 	if len(keys) == 0 {
-		return nil, tx.Commit(ctx) // all duplicates: nothing to apply
+		return nil, tx.Commit(ctx, &pgx.Batch{}) // all duplicates: nothing to apply
 	}
 	metrics, err := lockMetrics(ctx, tx, keys)
 	if err != nil {
@@ -162,11 +158,8 @@ func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observa
 	if err := s.out.Queue(b, results...); err != nil {
 		return nil, bus.Permanent(err)
 	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	if err := tx.Commit(ctx, b); err != nil {
 		return nil, fmt.Errorf("save metrics and results: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
 	}
 	return results, nil
 }

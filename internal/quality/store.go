@@ -11,7 +11,7 @@ import (
 // lockMetrics returns the current metrics of keys, creating missing rows,
 // with every row locked until tx ends. Keys are locked in sorted order so
 // two scorers touching the same targets cannot deadlock.
-func lockMetrics(ctx context.Context, tx pgx.Tx, keys []Key) (map[Key]*Metrics, error) {
+func lockMetrics(ctx context.Context, tx Querier, keys []Key) (map[Key]*Metrics, error) {
 	sort.Slice(keys, func(i, j int) bool {
 		a, b := keys[i], keys[j]
 		if a.Tenant != b.Tenant {
