@@ -16,9 +16,22 @@ import (
 // Provider is an OpenAI-compatible HTTP endpoint. An empty BaseURL selects
 // the built-in offline implementation.
 type Provider struct {
-	BaseURL string
-	Model   string
-	APIKey  string
+	BaseURL    string
+	Model      string
+	APIKey     string
+	MaxRPS     float64 // client-side requests per second, retries included; 0 unlimited
+	MaxRetries int     // retries of 408/429/5xx/resets within a call's timeout
+}
+
+// Rater configures the rater (AGENTQ_RATER_*).
+type Rater struct {
+	Timeout        time.Duration // one rating call, retries included
+	Concurrency    int           // ratings in flight per batch
+	Sample         float64       // share of events rated, 0..1, by a hash of the event id
+	DailyTokens    int64         // per tenant per UTC day; 0 unlimited
+	MaxInputTokens int           // untrusted text over this is truncated, or summarised first
+	Summarize      bool          // summarise outputs over MaxInputTokens with the LLM before rating
+	Rerate         bool          // rate events that already carry llm_rating
 }
 
 // Config is the whole configuration of an agentq binary.
@@ -45,6 +58,7 @@ type Config struct {
 	PGliteDir         string        // AGENTQ_PGLITE_DIR (agentq dev's dev database)
 	LLM               Provider      // AGENTQ_LLM_*
 	Embed             Provider      // AGENTQ_EMBED_*
+	Rater             Rater         // AGENTQ_RATER_*
 }
 
 // Var documents one environment variable.
@@ -77,6 +91,15 @@ var Vars = []Var{
 	{"AGENTQ_LLM_BASE_URL", "", "OpenAI-compatible chat endpoint for the rater and lab; empty: rule-based rater"},
 	{"AGENTQ_LLM_MODEL", "", "chat model name"},
 	{"AGENTQ_LLM_API_KEY", "", "chat API key"},
+	{"AGENTQ_LLM_MAX_RPS", "0", "client-side limit of chat requests per second, retries included; 0 is unlimited (set it for hosted APIs)"},
+	{"AGENTQ_LLM_MAX_RETRIES", "3", "retries of 408/429/5xx and dropped connections within a call's timeout (Retry-After honoured)"},
+	{"AGENTQ_RATER_TIMEOUT", "5s", "longest one rating call may take, retries included"},
+	{"AGENTQ_RATER_CONCURRENCY", "16", "ratings in flight at once per batch"},
+	{"AGENTQ_RATER_SAMPLE", "1", "share of events rated, 0..1, chosen by a hash of the event id (replays and copies agree)"},
+	{"AGENTQ_RATER_DAILY_TOKENS", "0", "LLM tokens each tenant may spend on ratings per UTC day; 0 is unlimited"},
+	{"AGENTQ_RATER_MAX_INPUT_TOKENS", "2000", "untrusted text (input, output, query) over this many tokens is truncated, or summarised first"},
+	{"AGENTQ_RATER_SUMMARIZE", "false", "summarise outputs over AGENTQ_RATER_MAX_INPUT_TOKENS with the LLM before rating"},
+	{"AGENTQ_RATER_RERATE", "false", "also rate events that already carry llm_rating (the agent rated itself)"},
 	{"AGENTQ_EMBED_BASE_URL", "", "OpenAI-compatible embeddings endpoint; empty: built-in lexical embedder"},
 	{"AGENTQ_EMBED_MODEL", "", "embedding model name"},
 	{"AGENTQ_EMBED_API_KEY", "", "embeddings API key"},
@@ -103,6 +126,20 @@ func Load(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("%s: %q is not an integer", name, get(name)))
 		}
 		return n
+	}
+	float := func(name string) float64 {
+		f, err := strconv.ParseFloat(get(name), 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q is not a number", name, get(name)))
+		}
+		return f
+	}
+	boolean := func(name string) bool {
+		b, err := strconv.ParseBool(get(name))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q is not true or false", name, get(name)))
+		}
+		return b
 	}
 	dur := func(name string) time.Duration {
 		s := get(name)
@@ -139,8 +176,15 @@ func Load(getenv func(string) string) (Config, error) {
 		DataDir:           get("AGENTQ_DATA_DIR"),
 		NATSListen:        get("AGENTQ_NATS_LISTEN"),
 		PGliteDir:         get("AGENTQ_PGLITE_DIR"),
-		LLM:               Provider{get("AGENTQ_LLM_BASE_URL"), get("AGENTQ_LLM_MODEL"), get("AGENTQ_LLM_API_KEY")},
-		Embed:             Provider{get("AGENTQ_EMBED_BASE_URL"), get("AGENTQ_EMBED_MODEL"), get("AGENTQ_EMBED_API_KEY")},
+		LLM: Provider{BaseURL: get("AGENTQ_LLM_BASE_URL"), Model: get("AGENTQ_LLM_MODEL"), APIKey: get("AGENTQ_LLM_API_KEY"),
+			MaxRPS: float("AGENTQ_LLM_MAX_RPS"), MaxRetries: num("AGENTQ_LLM_MAX_RETRIES")},
+		Embed: Provider{BaseURL: get("AGENTQ_EMBED_BASE_URL"), Model: get("AGENTQ_EMBED_MODEL"), APIKey: get("AGENTQ_EMBED_API_KEY"), MaxRetries: 3},
+		Rater: Rater{
+			Timeout: dur("AGENTQ_RATER_TIMEOUT"), Concurrency: num("AGENTQ_RATER_CONCURRENCY"),
+			Sample: float("AGENTQ_RATER_SAMPLE"), DailyTokens: int64(num("AGENTQ_RATER_DAILY_TOKENS")),
+			MaxInputTokens: num("AGENTQ_RATER_MAX_INPUT_TOKENS"),
+			Summarize:      boolean("AGENTQ_RATER_SUMMARIZE"), Rerate: boolean("AGENTQ_RATER_RERATE"),
+		},
 	}
 	if c.MetricsAddr == "off" {
 		c.MetricsAddr = ""
@@ -150,12 +194,19 @@ func Load(getenv func(string) string) (Config, error) {
 		var s ConsumerSettings
 		if getenv(prefix+"BATCH_SIZE") != "" {
 			s.BatchSize = num(prefix + "BATCH_SIZE")
+			if s.BatchSize < 1 || s.BatchSize > 10000 {
+				errs = append(errs, fmt.Errorf("%sBATCH_SIZE %d: want 1..10000", prefix, s.BatchSize))
+			}
 		}
 		if getenv(prefix+"ACK_WAIT") != "" {
-			s.AckWait = dur(prefix + "ACK_WAIT")
+			if s.AckWait = dur(prefix + "ACK_WAIT"); s.AckWait < time.Second {
+				errs = append(errs, fmt.Errorf("%sACK_WAIT %s: want at least 1s", prefix, s.AckWait))
+			}
 		}
 		if getenv(prefix+"HANDLER_TIMEOUT") != "" {
-			s.HandlerTimeout = dur(prefix + "HANDLER_TIMEOUT")
+			if s.HandlerTimeout = dur(prefix + "HANDLER_TIMEOUT"); s.HandlerTimeout <= 0 {
+				errs = append(errs, fmt.Errorf("%sHANDLER_TIMEOUT must be positive", prefix))
+			}
 		}
 		if s != (ConsumerSettings{}) {
 			c.Consumers[name] = s
@@ -188,18 +239,19 @@ func (c Config) Validate() error {
 	check(c.ShutdownGrace > 0, "AGENTQ_SHUTDOWN_GRACE must be positive")
 	check(c.BatchSize >= 1 && c.BatchSize <= 10000, "AGENTQ_BATCH_SIZE %d: want 1..10000", c.BatchSize)
 	check(c.HandlerTimeout > 0, "AGENTQ_HANDLER_TIMEOUT must be positive")
+	check(c.LLM.MaxRPS >= 0, "AGENTQ_LLM_MAX_RPS must not be negative")
+	check(c.LLM.MaxRetries >= 0, "AGENTQ_LLM_MAX_RETRIES must not be negative")
+	check(c.Rater.Timeout > 0, "AGENTQ_RATER_TIMEOUT must be positive")
+	check(c.Rater.Concurrency >= 1 && c.Rater.Concurrency <= 256, "AGENTQ_RATER_CONCURRENCY %d: want 1..256", c.Rater.Concurrency)
+	check(c.Rater.Sample >= 0 && c.Rater.Sample <= 1, "AGENTQ_RATER_SAMPLE %v: want 0..1", c.Rater.Sample)
+	check(c.Rater.DailyTokens >= 0, "AGENTQ_RATER_DAILY_TOKENS must not be negative")
+	check(c.Rater.MaxInputTokens >= 64, "AGENTQ_RATER_MAX_INPUT_TOKENS %d: want at least 64", c.Rater.MaxInputTokens)
 	check(c.DevDBStartTimeout > 0, "AGENTQ_DEVDB_START_TIMEOUT must be positive")
 	check(c.InboxRetention >= 0, "AGENTQ_INBOX_RETENTION must not be negative")
 	// Applied ids must be remembered at least as long as the stream keeps
 	// the events: a stream that keeps them forever needs an inbox that does.
 	check(c.InboxRetention == 0 || (c.Stream.MaxAge > 0 && c.InboxRetention >= c.Stream.MaxAge),
 		"AGENTQ_INBOX_RETENTION %s is shorter than AGENTQ_STREAM_MAX_AGE %s (0 = forever): a replay could apply events twice", c.InboxRetention, c.Stream.MaxAge)
-	for name, s := range c.Consumers {
-		p := "AGENTQ_" + strings.ToUpper(name) + "_"
-		check(s.BatchSize == 0 || (s.BatchSize >= 1 && s.BatchSize <= 10000), "%sBATCH_SIZE %d: want 1..10000", p, s.BatchSize)
-		check(s.AckWait == 0 || s.AckWait >= time.Second, "%sACK_WAIT %s: want at least 1s", p, s.AckWait)
-		check(s.HandlerTimeout >= 0, "%sHANDLER_TIMEOUT must be positive", p)
-	}
 	return errors.Join(errs...)
 }
 

@@ -83,3 +83,53 @@ func TestREADMEDocumentsEveryVariable(t *testing.T) {
 		require.True(t, strings.Contains(readme, "| `"+v.Name+"` | "+def+" |"), "README lacks a row for %s with default %s", v.Name, def)
 	}
 }
+
+func TestPerConsumerOverrides(t *testing.T) {
+	cfg, err := config.Load(env(map[string]string{
+		"AGENTQ_BATCH_SIZE": "200", "AGENTQ_RATER_BATCH_SIZE": "64", "AGENTQ_RATER_ACK_WAIT": "2m", "AGENTQ_RATER_HANDLER_TIMEOUT": "90s",
+	}))
+	require.NoError(t, err)
+	r := cfg.Runner("rater", "tool.executed.*")
+	require.Equal(t, 64, r.BatchSize)
+	require.Equal(t, 2*time.Minute, r.AckWait)
+	require.Equal(t, 90*time.Second, r.HandlerTimeout)
+	s := cfg.Runner("scorer", "tool.executed.*")
+	require.Equal(t, 200, s.BatchSize, "other consumers keep the process-wide value")
+	require.Equal(t, 30*time.Second, s.AckWait)
+	require.Equal(t, 30*time.Second, s.HandlerTimeout)
+
+	_, err = config.Load(env(map[string]string{"AGENTQ_SCORER_BATCH_SIZE": "0"}))
+	require.ErrorContains(t, err, "AGENTQ_SCORER_BATCH_SIZE 0: want 1..10000")
+}
+
+func TestRetentionAgainstAStreamThatKeepsForever(t *testing.T) {
+	// The stream keeps events forever (max age 0): an inbox that forgets
+	// would let a replay apply old events twice.
+	_, err := config.Load(env(map[string]string{"AGENTQ_INBOX_RETENTION": "720h"}))
+	require.ErrorContains(t, err, "a replay could apply events twice")
+}
+
+func TestRaterSettings(t *testing.T) {
+	cfg, err := config.Load(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, config.Rater{Timeout: 5 * time.Second, Concurrency: 16, Sample: 1, MaxInputTokens: 2000}, cfg.Rater)
+	require.Equal(t, 3, cfg.LLM.MaxRetries)
+	for key, want := range map[string]string{
+		"AGENTQ_RATER_SAMPLE":      "AGENTQ_RATER_SAMPLE 1.5: want 0..1",
+		"AGENTQ_RATER_CONCURRENCY": "AGENTQ_RATER_CONCURRENCY 0: want 1..256",
+		"AGENTQ_RATER_SUMMARIZE":   `AGENTQ_RATER_SUMMARIZE: "maybe" is not true or false`,
+	} {
+		value := map[string]string{"AGENTQ_RATER_SAMPLE": "1.5", "AGENTQ_RATER_CONCURRENCY": "0", "AGENTQ_RATER_SUMMARIZE": "maybe"}[key]
+		_, err := config.Load(env(map[string]string{key: value}))
+		require.ErrorContains(t, err, want)
+	}
+}
+
+func TestMetricsOff(t *testing.T) {
+	cfg, err := config.Load(env(map[string]string{"AGENTQ_METRICS_ADDR": "off"}))
+	require.NoError(t, err)
+	require.Empty(t, cfg.MetricsAddr)
+	cfg, err = config.Load(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:9090", cfg.MetricsAddr, "loopback by default")
+}
