@@ -1,21 +1,29 @@
-// Package schemas holds agentq's public event contract: one JSON Schema
-// (draft 2020-12) per CloudEvents type, describing the event's data, and a
-// Registry that validates event data against them.
+// Package schemas holds agentq's public contract: one JSON Schema (draft
+// 2020-12) per CloudEvents type, describing the event's data, one per
+// request and reply of the request/reply services (search, prompt get), and
+// a Registry that validates data against them.
 //
 // The schema files are embedded in the package and compiled once by Load;
 // nothing is fetched from the network. A CloudEvents type
 // agentq.<domain>.<event>.v<N> is described by the file
 // <domain>.<event>.v<N>.json, whose $id (returned by URL) is
-// https://agentq.dev/schemas/<domain>.<event>.v<N>.json. See README.md in
-// this directory for the contract agents rely on.
+// https://agentq.dev/schemas/<domain>.<event>.v<N>.json. A request/reply
+// message agentq.<service>.<call>.request.v<N> (or .response.v<N>) is
+// described by <service>.<call>.request.v<N>.json in the same way. Message
+// names have one token more than event types, so no message name can be a
+// stream event type (bus.SubjectFor refuses it), and Types lists event
+// types only; Messages lists the others. See README.md in this directory
+// for the contract agents rely on.
 package schemas
 
 import (
 	"bytes"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math/big"
 	"regexp"
 	"slices"
@@ -46,24 +54,40 @@ const (
 	maxProblemLen = 200
 	// maxValueLen bounds a quoted instance value inside a problem line, in runes.
 	maxValueLen = 40
+
+	// maxNumberLen bounds one JSON number in data, in bytes, and
+	// maxExponent its written exponent. The validator compares numbers as
+	// exact fractions (math/big), whose cost grows with the square of the
+	// digits, and which it cannot build at all for exponents beyond a
+	// million: it then panics. No real number comes near these bounds.
+	maxNumberLen = 1000
+	maxExponent  = 1000
+	// maxNumberProblems bounds the number problems one Validate collects.
+	maxNumberProblems = 20
 )
 
-// nameRE matches a schema name (file name without .json), which is also the
-// CloudEvents type without its "agentq." prefix.
-var nameRE = regexp.MustCompile(`^[a-z][a-z_]*\.[a-z][a-z_]*\.v[1-9][0-9]*$`)
+// eventNameRE matches the name of an event schema (file name without
+// .json), which is also the CloudEvents type without its "agentq." prefix.
+var eventNameRE = regexp.MustCompile(`^[a-z][a-z_]*\.[a-z][a-z_]*\.v[1-9][0-9]*$`)
+
+// messageNameRE matches the name of a request/reply message schema.
+var messageNameRE = regexp.MustCompile(`^[a-z][a-z_]*\.[a-z][a-z_]*\.(?:request|response)\.v[1-9][0-9]*$`)
 
 // ErrUnknownType is returned, wrapped, by Registry.Validate for a
-// CloudEvents type that has no schema.
+// CloudEvents type (or message name) that has no schema. It is not a
+// ValidationError: the data was never checked. A consumer dead-letters
+// such an event as unknown_type, not as a schema violation.
 var ErrUnknownType = errors.New("schemas: unknown event type")
 
 // printer renders the validator's messages.
 var printer = message.NewPrinter(language.English)
 
-// Registry validates event data against the schema of its CloudEvents type.
-// Safe for concurrent use.
+// Registry validates event data against the schema of its CloudEvents type,
+// and request/reply messages against theirs. Safe for concurrent use.
 type Registry struct {
-	schemas map[string]*jsonschema.Schema // by CloudEvents type
-	types   []string                      // sorted keys of schemas
+	schemas  map[string]*jsonschema.Schema // by CloudEvents type or message name
+	types    []string                      // sorted event types
+	messages []string                      // sorted message names
 }
 
 // Load compiles every embedded schema. Its error names the file at fault.
@@ -107,11 +131,17 @@ func load(fsys fs.FS) (*Registry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("schemas: compile %s: %w", file, err)
 		}
-		typ := typePrefix + strings.TrimSuffix(file, ".json")
-		r.schemas[typ] = sch
-		r.types = append(r.types, typ)
+		name := strings.TrimSuffix(file, ".json")
+		key := typePrefix + name
+		r.schemas[key] = sch
+		if messageNameRE.MatchString(name) {
+			r.messages = append(r.messages, key)
+		} else {
+			r.types = append(r.types, key)
+		}
 	}
 	slices.Sort(r.types)
+	slices.Sort(r.messages)
 	return r, nil
 }
 
@@ -119,8 +149,8 @@ func load(fsys fs.FS) (*Registry, error) {
 // $id agree with the contract's naming rules.
 func readSchema(fsys fs.FS, file string) (id string, doc any, err error) {
 	name := strings.TrimSuffix(file, ".json")
-	if !nameRE.MatchString(name) {
-		return "", nil, fmt.Errorf("schemas: %s: file name must be <domain>.<event>.v<N>.json", file)
+	if !eventNameRE.MatchString(name) && !messageNameRE.MatchString(name) {
+		return "", nil, fmt.Errorf("schemas: %s: file name must be <domain>.<event>.v<N>.json or <service>.<call>.request|response.v<N>.json", file)
 	}
 	b, err := fs.ReadFile(fsys, file)
 	if err != nil {
@@ -153,25 +183,37 @@ func (offlineLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("schemas: refusing to load %s: only embedded schemas are available", url)
 }
 
-// Validate checks data, the JSON data of a CloudEvent of type eventType,
-// against that type's schema. It returns nil when data conforms, an error
-// wrapping ErrUnknownType when eventType has no schema, and a
-// *ValidationError when data is not JSON, not a JSON object, or does not
-// conform.
+// Validate checks data, the JSON data of a CloudEvent of type eventType (or
+// the body of a request/reply message, by message name such as
+// agentq.search.prompts.request.v1), against its schema. It returns nil
+// when data conforms, an error wrapping ErrUnknownType when eventType has
+// no schema, and a *ValidationError when data is not JSON, not valid UTF-8,
+// not a JSON object, has a number beyond 1000 characters or an exponent
+// beyond ±1000 or the range of a float64, or does not conform. The same
+// input always gets the same verdict and the same message.
 func (r *Registry) Validate(eventType string, data []byte) error {
 	sch, ok := r.schemas[eventType]
 	if !ok {
-		return fmt.Errorf("%w %q", ErrUnknownType, eventType)
+		return fmt.Errorf("%w %s", ErrUnknownType, quoteShort(eventType))
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return &ValidationError{Type: eventType, Problems: []string{"not valid JSON: empty data"}}
 	}
+	if !utf8.Valid(data) {
+		// encoding/json would silently turn bad bytes into U+FFFD.
+		return &ValidationError{Type: eventType, Problems: []string{fmt.Sprintf("not valid UTF-8 (byte %d)", invalidUTF8(data))}}
+	}
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
 	if err != nil {
-		return &ValidationError{Type: eventType, Problems: []string{truncate("not valid JSON: "+err.Error(), maxProblemLen)}}
+		return &ValidationError{Type: eventType, Problems: []string{truncate("not valid JSON: "+oneLine(err.Error()), maxProblemLen)}}
 	}
 	if _, ok := v.(map[string]any); !ok {
 		return &ValidationError{Type: eventType, Problems: []string{"/: got " + jsonType(v) + ", want object"}}
+	}
+	if hasBadNumber(v) {
+		var ps []string
+		numberProblems(v, nil, &ps)
+		return &ValidationError{Type: eventType, Problems: ps}
 	}
 	if err := sch.Validate(v); err != nil {
 		var verr *jsonschema.ValidationError
@@ -183,26 +225,37 @@ func (r *Registry) Validate(eventType string, data []byte) error {
 	return nil
 }
 
-// Has reports whether eventType has a schema.
-func (r *Registry) Has(eventType string) bool {
-	_, ok := r.schemas[eventType]
+// Has reports whether name, a CloudEvents type or a message name, has a
+// schema.
+func (r *Registry) Has(name string) bool {
+	_, ok := r.schemas[name]
 	return ok
 }
 
 // Types returns the CloudEvents types that have a schema, sorted, e.g.
-// "agentq.tool.executed.v1". The caller may modify the returned slice.
+// "agentq.tool.executed.v1": the event types of the stream, and nothing
+// else (request/reply messages are listed by Messages). The caller may
+// modify the returned slice.
 func (r *Registry) Types() []string {
 	return slices.Clone(r.types)
+}
+
+// Messages returns the names of the request/reply messages that have a
+// schema, sorted, e.g. "agentq.search.prompts.request.v1". They are never
+// published on the stream. The caller may modify the returned slice.
+func (r *Registry) Messages() []string {
+	return slices.Clone(r.messages)
 }
 
 // URL returns the $id of eventType's schema, to be used as the CloudEvents
 // dataschema attribute: for "agentq.tool.executed.v1" it is
 // "https://agentq.dev/schemas/tool.executed.v1.json". It returns "" when
-// eventType is not of the form agentq.<domain>.<event>.v<N>; it does not
-// check that a schema exists (see Registry.Has).
+// eventType is not of the form agentq.<domain>.<event>.v<N> or a message
+// name agentq.<service>.<call>.request|response.v<N>; it does not check
+// that a schema exists (see Registry.Has).
 func URL(eventType string) string {
 	name, ok := strings.CutPrefix(eventType, typePrefix)
-	if !ok || !nameRE.MatchString(name) {
+	if !ok || (!eventNameRE.MatchString(name) && !messageNameRE.MatchString(name)) {
 		return ""
 	}
 	return baseURL + name + ".json"
@@ -368,6 +421,10 @@ func leafMessage(k jsonschema.ErrorKind) string {
 		return fmt.Sprintf("got %d items, want at least %d", k.Got, k.Want)
 	case *kind.MaxItems:
 		return fmt.Sprintf("got %d items, want at most %d", k.Got, k.Want)
+	case *kind.FalseSchema:
+		// The contract uses false schemas for fields that exclude each
+		// other, e.g. version and label of a prompts.get request.
+		return "not allowed here"
 	}
 	return k.LocalizedString(printer)
 }
@@ -447,4 +504,85 @@ func jsonType(v any) string {
 	default:
 		return "number"
 	}
+}
+
+// oneLine joins a multi-line library message into one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// invalidUTF8 returns the offset of the first byte of b that is not valid
+// UTF-8, or -1.
+func invalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return -1
+}
+
+// hasBadNumber reports whether v holds a number that numberProblem
+// refuses. It stops at the first, in any order; numberProblems then lists
+// them in a fixed order.
+func hasBadNumber(v any) bool {
+	switch v := v.(type) {
+	case json.Number:
+		return numberProblem(v) != ""
+	case map[string]any:
+		for _, e := range v {
+			if hasBadNumber(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if hasBadNumber(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// numberProblems appends a problem line for each refused number in v, in
+// document-independent sorted key order, at most maxNumberProblems.
+func numberProblems(v any, loc []string, out *[]string) {
+	if len(*out) >= maxNumberProblems {
+		return
+	}
+	switch v := v.(type) {
+	case json.Number:
+		if p := numberProblem(v); p != "" {
+			*out = append(*out, truncate(pointer(loc)+": "+p, maxProblemLen))
+		}
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			numberProblems(v[k], append(slices.Clip(loc), k), out)
+		}
+	case []any:
+		for i, e := range v {
+			numberProblems(e, append(slices.Clip(loc), strconv.Itoa(i)), out)
+		}
+	}
+}
+
+// numberProblem says why a JSON number is refused, or returns "".
+func numberProblem(n json.Number) string {
+	s := string(n)
+	if len(s) > maxNumberLen {
+		return fmt.Sprintf("number of %d characters, want at most %d", len(s), maxNumberLen)
+	}
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(s[i+1:])
+		if err != nil || e < -maxExponent || e > maxExponent {
+			return fmt.Sprintf("number %s has an exponent beyond ±%d", quoteShort(s), maxExponent)
+		}
+	}
+	if _, err := strconv.ParseFloat(s, 64); err != nil {
+		return fmt.Sprintf("number %s is beyond the range of a float64", quoteShort(s))
+	}
+	return ""
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,9 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// fixtureRE matches testdata file names: <domain>.<event>.v<N>.valid[-<case>].json
-// and <domain>.<event>.v<N>.invalid-<case>.json.
-var fixtureRE = regexp.MustCompile(`^([a-z][a-z_]*\.[a-z][a-z_]*\.v[1-9][0-9]*)\.(valid(?:-[a-z0-9-]+)?|invalid-[a-z0-9-]+)\.json$`)
+// fixtureRE matches testdata file names: <name>.valid[-<case>].json and
+// <name>.invalid-<case>.json, where <name> is a schema name, e.g.
+// tool.executed.v1 or search.prompts.request.v1.
+var fixtureRE = regexp.MustCompile(`^([a-z][a-z_]*\.[a-z][a-z_]*(?:\.request|\.response)?\.v[1-9][0-9]*)\.(valid(?:-[a-z0-9-]+)?|invalid-[a-z0-9-]+)\.json$`)
 
 // invalidWant maps every invalid fixture to a substring its error message
 // must contain: the JSON pointer of the offending value, often with the
@@ -74,6 +76,13 @@ var invalidWant = map[string]string{
 	"prompt.used.v1.invalid-missing-success.json":                            "/success: missing",
 	"prompt.used.v1.invalid-no-prompt-reference.json":                        "/prompt_hash or /prompt_id and /version: missing",
 	"prompt.used.v1.invalid-rating-out-of-range.json":                        "/llm_rating",
+	"prompts.get.request.v1.invalid-bad-label.json":                          "/label",
+	"prompts.get.request.v1.invalid-missing-id.json":                         "/id: missing",
+	"prompts.get.request.v1.invalid-version-and-label.json":                  "/label: not allowed here",
+	"prompts.get.request.v1.invalid-version-zero.json":                       "/version: got 0, want >= 1",
+	"prompts.get.response.v1.invalid-error-and-prompt.json":                  "/prompt: not allowed here; /rendered: not allowed here",
+	"prompts.get.response.v1.invalid-missing-rendered.json":                  "/rendered or /error: missing",
+	"prompts.get.response.v1.invalid-prompt-unknown-field.json":              "/prompt/body: not allowed",
 	"quality.changed.v1.invalid-missing-quality-score.json":                  "/quality_score: missing",
 	"quality.changed.v1.invalid-negative-total-calls.json":                   "/total_calls",
 	"quality.changed.v1.invalid-prompt-without-identity.json":                "/prompt_hash or /version: missing",
@@ -82,6 +91,25 @@ var invalidWant = map[string]string{
 	"rater.rejected.v1.invalid-bad-event-type.json":                          "/event_type",
 	"rater.rejected.v1.invalid-missing-event-id.json":                        "/event_id: missing",
 	"scorer.rejected.v1.invalid-bad-event-type.json":                         "/event_type",
+	"search.prompts.request.v1.invalid-bad-type.json":                        "/type: got \"prompt\"",
+	"search.prompts.request.v1.invalid-empty-query.json":                     "/query: got 0 characters, want at least 1",
+	"search.prompts.request.v1.invalid-limit-out-of-range.json":              "/limit: got 51, want <= 50",
+	"search.prompts.request.v1.invalid-missing-query.json":                   "/query: missing",
+	"search.prompts.request.v1.invalid-params-not-object.json":               "/params: got array, want object",
+	"search.prompts.request.v1.invalid-query-too-long.json":                  "/query: got 2001 characters, want at most 2000",
+	"search.prompts.response.v1.invalid-bad-error-code.json":                 "/error/code: got \"oops\"",
+	"search.prompts.response.v1.invalid-bad-retrieval-mode.json":             "/retrieval/mode: got \"keyword\"",
+	"search.prompts.response.v1.invalid-component-out-of-range.json":         "/results/0/components/similarity: got 1.5, want <= 1",
+	"search.prompts.response.v1.invalid-neither-results-nor-error.json":      "/results or /error: missing",
+	"search.prompts.response.v1.invalid-result-missing-prompt.json":          "/results/0/prompt: missing",
+	"search.prompts.response.v1.invalid-results-and-error.json":              "/results: not allowed here",
+	"search.tools.request.v1.invalid-bad-exclude-name.json":                  "/exclude_names/0",
+	"search.tools.request.v1.invalid-limit-out-of-range.json":                "/limit: got 101, want <= 100",
+	"search.tools.request.v1.invalid-min-quality-out-of-range.json":          "/min_quality: got 1.5, want <= 1",
+	"search.tools.request.v1.invalid-missing-query.json":                     "/query: missing",
+	"search.tools.response.v1.invalid-error-missing-message.json":            "/error/message: missing",
+	"search.tools.response.v1.invalid-missing-score.json":                    "/results/0/score: missing",
+	"search.tools.response.v1.invalid-quarantined-tool.json":                 "/results/0/tool/state: got \"quarantined\"",
 	"scorer.rejected.v1.invalid-missing-event-id.json":                       "/event_id: missing",
 	"tool.degraded.v1.invalid-bad-state.json":                                "/state",
 	"tool.degraded.v1.invalid-degraded-since-not-date-time.json":             "/degraded_since",
@@ -133,6 +161,9 @@ func readFixtures(t *testing.T) []fixture {
 	require.NoError(t, err)
 	var out []fixture
 	for _, e := range entries {
+		if e.IsDir() { // testdata/fuzz holds the fuzz corpus
+			continue
+		}
 		m := fixtureRE.FindStringSubmatch(e.Name())
 		require.NotNil(t, m, "testdata/%s: name must be <domain>.<event>.v<N>.valid[-<case>].json or .invalid-<case>.json", e.Name())
 		data, err := os.ReadFile(filepath.Join("testdata", e.Name()))
@@ -148,7 +179,8 @@ func readFixtures(t *testing.T) []fixture {
 	return out
 }
 
-// schemaFiles returns the schema files on disk, by CloudEvents type.
+// schemaFiles returns the schema files on disk, by CloudEvents type or
+// message name.
 func schemaFiles(t *testing.T) map[string]string {
 	t.Helper()
 	names, err := filepath.Glob("*.json")
@@ -160,19 +192,60 @@ func schemaFiles(t *testing.T) map[string]string {
 	return out
 }
 
+// eventTypeRE is the stream's event type pattern (bus.SubjectFor's); the
+// bus cannot be imported here, it imports this package.
+var eventTypeRE = regexp.MustCompile(`^agentq\.[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*\.v[0-9]+$`)
+
 func TestLoad(t *testing.T) {
 	r := loadRegistry(t)
 	files := schemaFiles(t)
-	types := r.Types()
-	require.Len(t, types, len(files))
+	types, messages := r.Types(), r.Messages()
+	require.Len(t, append(slices.Clone(types), messages...), len(files))
 	require.IsIncreasing(t, types)
+	require.IsIncreasing(t, messages)
 	for _, typ := range types {
 		require.Contains(t, files, typ)
 		require.True(t, r.Has(typ))
+		require.Regexp(t, eventTypeRE, typ)
+	}
+	require.Equal(t, []string{
+		"agentq.prompts.get.request.v1", "agentq.prompts.get.response.v1",
+		"agentq.search.prompts.request.v1", "agentq.search.prompts.response.v1",
+		"agentq.search.tools.request.v1", "agentq.search.tools.response.v1",
+	}, messages)
+	for _, name := range messages {
+		require.Contains(t, files, name)
+		require.True(t, r.Has(name))
+		require.NotRegexp(t, eventTypeRE, name, "a message name must never be a stream event type")
+		require.NotContains(t, types, name)
 	}
 
 	types[0] = "mutated"
 	assert.NotEqual(t, "mutated", r.Types()[0], "Types must return a copy")
+	messages[0] = "mutated"
+	assert.NotEqual(t, "mutated", r.Messages()[0], "Messages must return a copy")
+}
+
+// TestSharedDefsAgree: the response schemas are self-contained, so an agent
+// can load one file; the definitions they share must stay identical.
+func TestSharedDefsAgree(t *testing.T) {
+	seen := map[string]any{}
+	from := map[string]string{}
+	files := []string{"search.prompts.response.v1.json", "search.tools.response.v1.json", "prompts.get.response.v1.json"}
+	for _, file := range files {
+		defs, ok := readJSON(t, file)["$defs"].(map[string]any)
+		require.True(t, ok, "%s: no $defs", file)
+		for name, def := range defs {
+			if prev, ok := seen[name]; ok {
+				assert.Equal(t, prev, def, "$defs/%s differs between %s and %s", name, from[name], file)
+				continue
+			}
+			seen[name], from[name] = def, file
+		}
+	}
+	for _, name := range []string{"error", "prompt", "components", "retrieval"} {
+		assert.Contains(t, seen, name)
+	}
 }
 
 func TestSchemaFilesFollowContract(t *testing.T) {
@@ -236,15 +309,68 @@ func TestFixturesReferToSchemas(t *testing.T) {
 	}
 }
 
+// TestUnknownType: a type without a schema is ErrUnknownType, never a
+// ValidationError, whatever the data, so the runner can dead-letter it as
+// unknown_type rather than schema.
 func TestUnknownType(t *testing.T) {
 	r := loadRegistry(t)
-	for _, typ := range []string{"agentq.tool.exploded.v1", "agentq.tool.executed.v2", "", "tool.executed"} {
+	for _, typ := range []string{"agentq.tool.executed.v7", "agentq.tool.exploded.v1", "agentq.tool.executed.v2",
+		"agentq.search.prompts.request.v2", "", "tool.executed", strings.Repeat("x", 10000)} {
 		assert.False(t, r.Has(typ))
-		err := r.Validate(typ, []byte(`{}`))
-		require.ErrorIs(t, err, ErrUnknownType, "type %q", typ)
-		var verr *ValidationError
-		assert.False(t, errors.As(err, &verr))
+		for _, data := range []string{`{}`, `{"tool_name": "x", "success": true}`, `not json`} {
+			err := r.Validate(typ, []byte(data))
+			require.ErrorIs(t, err, ErrUnknownType, "type %q", typ)
+			var verr *ValidationError
+			assert.False(t, errors.As(err, &verr))
+			assert.True(t, strings.HasPrefix(err.Error(), "schemas: unknown event type "), err.Error())
+			assert.Less(t, len(err.Error()), 120, "the type is quoted short")
+		}
 	}
+	err := r.Validate("agentq.tool.executed.v7", []byte(`{}`))
+	assert.EqualError(t, err, `schemas: unknown event type "agentq.tool.executed.v7"`)
+}
+
+// TestNumbersTheValidatorCannotHandle: numbers that would make the
+// validator panic (exponents beyond a million) or spend quadratic time
+// (huge digit strings) are problems, reported at their path, in a fixed
+// order.
+func TestNumbersTheValidatorCannotHandle(t *testing.T) {
+	r := loadRegistry(t)
+	long := "0." + strings.Repeat("1", 1100)
+	tests := []struct {
+		name, data, want string
+	}{
+		{"exponent that panics math/big", `{"tool_name": "x", "success": true, "llm_rating": 1e-9999999}`, `/llm_rating: number "1e-9999999" has an exponent beyond ±1000`},
+		{"exponent beyond the bound", `{"tool_name": "x", "success": true, "latency_ms": 1E+1001}`, `/latency_ms: number "1E+1001" has an exponent beyond ±1000`},
+		{"beyond float64", `{"tool_name": "x", "success": true, "latency_ms": 1e400}`, `/latency_ms: number "1e400" is beyond the range of a float64`},
+		{"too many digits", `{"tool_name": "x", "success": true, "llm_rating": ` + long + `}`, `/llm_rating: number of 1102 characters, want at most 1000`},
+		{"nested and sorted", `{"tool_name": "x", "success": true, "input": {"b": [1, 1e5000], "a": 1e-5000}}`, `/input/a: number "1e-5000" has an exponent beyond ±1000; /input/b/1: number "1e5000" has an exponent beyond ±1000`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := r.Validate("agentq.tool.executed.v1", []byte(tt.data))
+			var verr *ValidationError
+			require.ErrorAs(t, err, &verr)
+			assert.Equal(t, "data does not match agentq.tool.executed.v1: "+tt.want, err.Error())
+		})
+	}
+	for _, ok := range []string{
+		`{"tool_name": "x", "success": true, "llm_rating": 1e-300}`,
+		`{"tool_name": "x", "success": true, "llm_rating": 0.25, "latency_ms": 12, "input": {"id": 123456789012345678901234567890}}`,
+		`{"tool_name": "x", "success": true, "llm_rating": 0e-1000}`,
+	} {
+		require.NoError(t, r.Validate("agentq.tool.executed.v1", []byte(ok)), ok)
+	}
+}
+
+// TestInvalidUTF8: bad bytes are a problem, not silently replaced by
+// U+FFFD as encoding/json would.
+func TestInvalidUTF8(t *testing.T) {
+	r := loadRegistry(t)
+	err := r.Validate("agentq.tool.executed.v1", []byte("{\"tool_name\": \"x\xff\", \"success\": true}"))
+	var verr *ValidationError
+	require.ErrorAs(t, err, &verr)
+	assert.Equal(t, []string{"not valid UTF-8 (byte 16)"}, verr.Problems)
 }
 
 func TestMalformedData(t *testing.T) {
