@@ -178,7 +178,8 @@ type endpoint struct {
 // AddEndpoint serves subjectPrefix.* (e.g. "search.prompts" serves
 // "search.prompts.*") under the endpoint name (letters, digits, "-", "_").
 // Each request's body is validated against requestSchema when the service
-// has a Validator and requestSchema is not empty, then handed to h.
+// has a Validator and requestSchema is not empty, then handed to h. When
+// AddEndpoint returns, the server routes requests to the endpoint.
 func (s *Service) AddEndpoint(name, subjectPrefix, requestSchema string, h Handler) error {
 	if h == nil {
 		return fmt.Errorf("service %s: endpoint %s: nil handler", s.opts.Name, name)
@@ -212,6 +213,11 @@ func (s *Service) AddEndpoint(name, subjectPrefix, requestSchema string, h Handl
 		return fmt.Errorf("service %s: endpoint %s: %w", s.opts.Name, name, err)
 	}
 	s.endpoints[name] = ep
+	// The subscription is sent asynchronously; a round trip makes sure the
+	// server routes requests to the endpoint once AddEndpoint returns.
+	if err := s.nc.Flush(); err != nil {
+		return fmt.Errorf("service %s: endpoint %s: flush subscription: %w", s.opts.Name, name, err)
+	}
 	return nil
 }
 
@@ -423,13 +429,15 @@ func (x *exchange) reply(code string, out *nats.Msg) bool {
 	if !x.replied.CompareAndSwap(false, true) {
 		return false
 	}
+	// Count first, so the count is there by the time the client has its
+	// reply.
+	x.ep.metrics.observe(code, time.Since(x.start).Seconds())
 	if x.msg.Reply != "" {
 		out.Subject = x.msg.Reply
 		if err := x.ep.s.nc.PublishMsg(out); err != nil {
 			x.logger(zerolog.WarnLevel).Err(err).Str("code", code).Msg("reply not sent")
 		}
 	}
-	x.ep.metrics.observe(code, time.Since(x.start).Seconds())
 	return true
 }
 

@@ -571,7 +571,11 @@ func TestStopFinishesRequestsInHand(t *testing.T) {
 		err := service.Call(context.Background(), client, "test.stop.acme", echoRequest{Query: "q"}, &r)
 		res <- result{r, err}
 	}()
-	<-started
+	select {
+	case <-started:
+	case r := <-res:
+		t.Fatalf("reply before the handler started: %+v", r)
+	}
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Stop() }()
@@ -596,7 +600,9 @@ func TestConcurrencyBound(t *testing.T) {
 	const limit, n = 2, 4
 	var running, peak atomic.Int64
 	release := make(chan struct{})
+	var once sync.Once
 	s := startService(t, env.NC, service.Options{Name: "conc", Concurrency: limit, Timeout: 10 * time.Second})
+	t.Cleanup(func() { once.Do(func() { close(release) }) }) // before Stop, also when the test fails early
 	require.NoError(t, s.AddEndpoint("hold", "test.hold", "", func(_ context.Context, r service.Request) (any, error) {
 		now := running.Add(1)
 		defer running.Add(-1)
@@ -626,7 +632,7 @@ func TestConcurrencyBound(t *testing.T) {
 	// have started the other requests.
 	time.Sleep(100 * time.Millisecond)
 	require.Equal(t, int64(limit), running.Load())
-	close(release)
+	once.Do(func() { close(release) })
 	for range n {
 		require.NoError(t, <-errs)
 	}
