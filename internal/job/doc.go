@@ -43,7 +43,8 @@
 // # Outcomes
 //
 // The handler's return decides, in one transaction under the fence:
-// success → succeeded; cancel requested → cancelled; bus.Permanent error or
+// success → succeeded (even if a cancel came too late to stop the work);
+// otherwise, cancel requested → cancelled; bus.Permanent error or
 // panic → failed at once; bus.Unavailable error → released with backoff,
 // the attempt given back (outages do not spend the budget, as in the bus);
 // other errors → released with backoff until Options.MaxAttempts, then

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/bus"
@@ -139,8 +141,11 @@ func TestWorkersRunEachJobOnce(t *testing.T) {
 			return json.RawMessage(fmt.Sprintf(`{"square":%d}`, out)), nil
 		}
 	}
+	reg := prometheus.NewRegistry()
+	metrics := job.NewMetrics(reg)
 	for _, owner := range []string{"w1", "w2"} {
 		opts := h.options(owner)
+		opts.Metrics = metrics
 		opts.Concurrency = 3
 		opts.Lease = time.Second
 		opts.Heartbeat = 100 * time.Millisecond
@@ -173,6 +178,12 @@ func TestWorkersRunEachJobOnce(t *testing.T) {
 		require.JSONEq(t, fmt.Sprintf(`{"square":%d}`, i*i), string(calls[0].Result))
 	}
 	require.Equal(t, jobs, byOwner.get("w1")+byOwner.get("w2"))
+	require.Equal(t, map[string]float64{
+		"leased":             jobs,
+		"finished,cancelled": 0, "finished,failed": 0, "finished,succeeded": jobs,
+		"lease_lost":     0,
+		"released,error": 0, "released,outage": 0, "released,stop": 0, "released,store": 0,
+	}, counters(t, reg, h.consumer))
 	require.Positive(t, byOwner.get("w1"), "w1 ran no job")
 	require.Positive(t, byOwner.get("w2"), "w2 ran no job")
 }
@@ -364,7 +375,7 @@ func TestCancel(t *testing.T) {
 		require.Equal(t, []string{"cancelled"}, h.committedDone("exp-1"))
 	})
 
-	t.Run("finished: a no-op", func(t *testing.T) {
+	t.Run("finished: cancelling and enqueueing again (a replay) are no-ops", func(t *testing.T) {
 		h := newHarness(t)
 		h.enqueue("exp-1", "experiment", `{}`)
 		h.start(h.pool, h.options("w"), func(ctx context.Context, j *job.Job) (json.RawMessage, error) {
@@ -380,6 +391,10 @@ func TestCancel(t *testing.T) {
 		require.Empty(t, s.CancelReason)
 		require.JSONEq(t, `{"ok":true}`, string(s.Result))
 		require.Len(t, h.doneCalls("exp-1"), 1)
+
+		require.False(t, h.enqueue("exp-1", "experiment", `{}`))
+		again := h.status("exp-1")
+		require.Equal(t, s, again, "the finished job is untouched, so no worker leases it")
 	})
 
 	t.Run("unknown: ErrNotFound", func(t *testing.T) {
@@ -663,4 +678,90 @@ func TestNewWorkerValidates(t *testing.T) {
 			require.Error(t, err)
 		})
 	}
+}
+
+// TestWake: a worker idle on a long poll leases a new job at once when
+// woken.
+func TestWake(t *testing.T) {
+	h := newHarness(t)
+	opts := h.options("w")
+	opts.Poll = time.Hour
+	w, err := job.NewWorker(h.pool, opts, func(context.Context, *job.Job) (json.RawMessage, error) {
+		return json.RawMessage(`{}`), nil
+	}, testenv.Logger(t))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+
+	// The first job is found by the lease at start; once it is done the
+	// worker waits on its hour-long poll.
+	h.enqueue("exp-1", "experiment", `{}`)
+	w.Wake()
+	testenv.Eventually(t, 10*time.Second, func() bool { return h.state("exp-1") == job.Succeeded }, "first job not run")
+	h.enqueue("exp-2", "experiment", `{}`)
+	w.Wake()
+	testenv.Eventually(t, 10*time.Second, func() bool { return h.state("exp-2") == job.Succeeded }, "woken worker did not run the new job")
+}
+
+// counters reads the worker metrics of consumer from reg, keyed by name
+// (without the agentq_jobs_ prefix) and label values.
+func counters(t *testing.T, reg *prometheus.Registry, consumer string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		name, ok := strings.CutPrefix(mf.GetName(), "agentq_jobs_")
+		if !ok {
+			continue
+		}
+		name = strings.TrimSuffix(name, "_total")
+		for _, m := range mf.GetMetric() {
+			key := name
+			mine := false
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "consumer":
+					mine = l.GetValue() == consumer
+				default:
+					key += "," + l.GetValue()
+				}
+			}
+			if mine {
+				out[key] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+// TestStopGivesUpOnStuckHandler: a handler that ignores its cancellation
+// does not hold up Run past a second grace period, and no longer keeps its
+// lease alive: the lease expires so another worker can take the job over.
+func TestStopGivesUpOnStuckHandler(t *testing.T) {
+	h := newHarness(t)
+	h.enqueue("exp-1", "experiment", `{}`)
+	started, unstick := make(chan struct{}), make(chan struct{})
+	opts := h.options("w")
+	opts.Lease, opts.Heartbeat, opts.Grace = 500*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond
+	r := h.start(h.pool, opts, func(ctx context.Context, j *job.Job) (json.RawMessage, error) {
+		close(started)
+		<-unstick // ignores ctx
+		return nil, ctx.Err()
+	})
+	t.Cleanup(func() { close(unstick) })
+	<-started
+	require.ErrorContains(t, r.stop(), "1 handlers ignored their cancellation")
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		var expired bool
+		require.NoError(t, h.pool.QueryRow(h.ctx(), `SELECT lease_until <= now() FROM jobs WHERE tenant_id = $1 AND consumer = $2 AND id = $3`,
+			h.tenant, h.consumer, "exp-1").Scan(&expired))
+		return expired
+	}, "the stuck handler's lease is still renewed")
+	require.Equal(t, job.Running, h.state("exp-1"))
 }

@@ -145,6 +145,7 @@ type Worker struct {
 	log     zerolog.Logger
 	m       workerMetrics
 	wake    chan struct{}
+	quit    chan struct{} // closed when Run returns
 
 	mu     sync.Mutex
 	active map[*Job]context.CancelCauseFunc
@@ -195,6 +196,7 @@ func NewWorker(pool *pgxpool.Pool, opts Options, handler Handler, log zerolog.Lo
 		log:     log.With().Str("component", "job-worker").Str("consumer", opts.Consumer).Str("owner", opts.Owner).Logger(),
 		m:       wm,
 		wake:    make(chan struct{}, 1),
+		quit:    make(chan struct{}),
 		active:  map[*Job]context.CancelCauseFunc{},
 	}, nil
 }
@@ -221,6 +223,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Handlers outlive ctx by the grace period: theirs is detached from it
 	// and cancelled on its own.
 	base := context.WithoutCancel(ctx)
+	defer close(w.quit)
 	finished := make(chan struct{}, w.opts.Concurrency)
 	active := 0
 	poll := time.NewTicker(w.opts.Poll)
@@ -379,7 +382,8 @@ func (w *Worker) call(ctx context.Context, j *Job) (result json.RawMessage, err 
 	return w.handler(ctx, j)
 }
 
-// heartbeat renews j's lease every Heartbeat until stop is closed. It
+// heartbeat renews j's lease every Heartbeat until stop is closed (or Run
+// has returned). It
 // cancels the handler's context with ErrLeaseLost when the lease is gone or
 // may have expired (renewals failed until the next one would come too
 // late), and with a *CancelledError when a cancel was requested. Its
@@ -393,6 +397,8 @@ func (w *Worker) heartbeat(base context.Context, stop <-chan struct{}, cancel co
 	for {
 		select {
 		case <-stop:
+			return
+		case <-w.quit: // Run gave up on a handler that ignores its cancellation
 			return
 		case <-t.C:
 		}
@@ -412,8 +418,10 @@ func (w *Worker) heartbeat(base context.Context, stop <-chan struct{}, cancel co
 			cancel(ErrLeaseLost)
 			return
 		case cancelled:
+			// Keep renewing while the handler winds down, so the job is not
+			// taken over meanwhile; a repeated cancel keeps the first cause.
 			cancel(&CancelledError{Reason: reason})
-			return
+			expires = sent.Add(w.opts.Lease)
 		default:
 			expires = sent.Add(w.opts.Lease)
 		}
