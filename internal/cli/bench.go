@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -36,6 +37,12 @@ type BenchResult struct {
 	RawRate     float64   // events/s, raw JetStream consume + ack of a backlog
 	ScorerRate  float64   // events/s, scorer consume + validate + commit + ack of the same backlog
 	RoundRatios []float64 // scorer/raw per round
+	// CeilingRate is what Postgres alone sustains for the scorer's shape of
+	// work: per batch, one transaction inserting the batch's inbox rows and
+	// upserting its targets, sent as one pipelined round trip; no NATS, no
+	// decoding. CeilingRatios are scorer/ceiling per round.
+	CeilingRate   float64
+	CeilingRatios []float64
 	// End to end: publishing and consuming at once, from the first publish
 	// to the last ack (raw) or commit (scorer).
 	RawE2ERate    float64
@@ -48,6 +55,9 @@ type BenchResult struct {
 
 // Ratio is the scorer's rate as a share of raw JetStream consume+ack.
 func (r BenchResult) Ratio() float64 { return r.ScorerRate / r.RawRate }
+
+// CeilingRatio is the scorer's rate as a share of the Postgres ceiling.
+func (r BenchResult) CeilingRatio() float64 { return r.ScorerRate / r.CeilingRate }
 
 func runBench(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
 	fs := flags("bench", e)
@@ -66,9 +76,12 @@ func runBench(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger,
 	if err != nil {
 		return err
 	}
-	ratios := make([]string, len(res.RoundRatios))
-	for i, r := range res.RoundRatios {
-		ratios[i] = fmt.Sprintf("%.1f%%", 100*r)
+	percents := func(xs []float64) string {
+		out := make([]string, len(xs))
+		for i, r := range xs {
+			out[i] = fmt.Sprintf("%.1f%%", 100*r)
+		}
+		return strings.Join(out, " ")
 	}
 	fmt.Fprintf(e.Stdout, `agentq bench: %d events per phase, %d rounds (medians), scorer batch %d, database: %s
   publish (async, acked)                   %9.0f events/s
@@ -76,13 +89,15 @@ func runBench(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger,
     raw JetStream consume + ack            %9.0f events/s
     scorer consume → commit → ack          %9.0f events/s
     scorer / raw                           %9.1f %%   (per round: %s)
+    Postgres ceiling: inbox + upsert only  %9.0f events/s   (one pipelined transaction per batch, no NATS)
+    scorer / ceiling                       %9.1f %%   (per round: %s)
   end to end, publishing and consuming at once (first publish → last ack / commit):
     raw JetStream publish + consume + ack  %9.0f events/s
     scorer published → committed           %9.0f events/s
     scorer / raw                           %9.1f %%
   light traffic, publish → quality.changed: p50 %s, p99 %s (%d events, one at a time)
 `, res.Events, res.Rounds, *batch, res.Database, res.PublishRate, res.RawRate, res.ScorerRate, 100*res.Ratio(),
-		strings.Join(ratios, " "), res.RawE2ERate, res.ScorerE2ERate, 100*res.ScorerE2ERate/res.RawE2ERate, res.LightP50.Round(time.Microsecond), res.LightP99.Round(time.Microsecond), res.LightSamples)
+		percents(res.RoundRatios), res.CeilingRate, 100*res.CeilingRatio(), percents(res.CeilingRatios), res.RawE2ERate, res.ScorerE2ERate, 100*res.ScorerE2ERate/res.RawE2ERate, res.LightP50.Round(time.Microsecond), res.LightP99.Round(time.Microsecond), res.LightSamples)
 	return nil
 }
 
@@ -128,8 +143,12 @@ func Bench(ctx context.Context, cfg config.Config, n, rounds, light int, log zer
 	}
 	<-d.JS.PublishAsyncComplete()
 
-	var raws, scorers, rawE2Es, scorerE2Es []float64
+	var raws, scorers, ceilings, rawE2Es, scorerE2Es []float64
 	for r := range rounds {
+		ceiling, err := ceilingRound(ctx, d, n, cfg.BatchSize, r)
+		if err != nil {
+			return res, err
+		}
 		raw, err := rawRound(ctx, d, cfg, n, r)
 		if err != nil {
 			return res, err
@@ -148,12 +167,13 @@ func Bench(ctx context.Context, cfg config.Config, n, rounds, light int, log zer
 		if err != nil {
 			return res, err
 		}
-		raws, scorers = append(raws, raw), append(scorers, scorer)
+		raws, scorers, ceilings = append(raws, raw), append(scorers, scorer), append(ceilings, ceiling)
+		res.CeilingRatios = append(res.CeilingRatios, scorer/ceiling)
 		rawE2Es, scorerE2Es = append(rawE2Es, rawE2E), append(scorerE2Es, scorerE2E)
 		res.RoundRatios = append(res.RoundRatios, scorer/raw)
 		res.PublishRate = max(res.PublishRate, pubRate)
 	}
-	res.RawRate, res.ScorerRate = median(raws), median(scorers)
+	res.RawRate, res.ScorerRate, res.CeilingRate = median(raws), median(scorers), median(ceilings)
 	res.RawE2ERate, res.ScorerE2ERate = median(rawE2Es), median(scorerE2Es)
 
 	lat, err := lightRound(ctx, d, light)
@@ -339,6 +359,47 @@ func lightRound(ctx context.Context, d *app.Deps, light int) ([]time.Duration, e
 	}
 	return lat, nil
 }
+
+// ceilingRound is the Postgres ceiling of the scorer's work for n events in
+// batches of batch over the bench's 50 targets: per batch, BEGIN, the inbox
+// insert, one upsert per target and COMMIT travel as one pipelined round
+// trip on one connection. It is the nearest physical anchor for the
+// scorer's database work: no NATS, no decoding, no reading state back.
+func ceilingRound(ctx context.Context, d *app.Deps, n, batch, round int) (float64, error) {
+	tenant := fmt.Sprintf("bench-ceiling-%d-%x", round, rand.Uint32())
+	conn, err := d.Pool.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Release()
+	start := time.Now()
+	for i := 0; i < n; i += batch {
+		size := min(batch, n-i)
+		tenants, ids := make([]string, size), make([]string, size)
+		calls := map[string]int64{}
+		for j := range size {
+			tenants[j], ids[j] = tenant, fmt.Sprintf("e-%d", i+j)
+			calls[fmt.Sprintf("tool_%d", (i+j)%50)]++
+		}
+		keys, counts := make([]string, 0, len(calls)), make([]int64, 0, len(calls))
+		for k, c := range calls {
+			keys, counts = append(keys, k), append(counts, c)
+		}
+		b := &pgx.Batch{}
+		b.Queue(`BEGIN`)
+		b.Queue(`INSERT INTO inbox (consumer, tenant_id, event_id)
+			SELECT 'bench-ceiling', t, e FROM unnest($1::text[], $2::text[]) AS u(t, e) ON CONFLICT DO NOTHING`, tenants, ids)
+		b.Queue(`INSERT INTO quality_metrics AS m (tenant_id, target, target_key, total_calls)
+			SELECT $1, 'tool', k, c FROM unnest($2::text[], $3::bigint[]) AS u(k, c)
+			ON CONFLICT (tenant_id, target, target_key) DO UPDATE SET total_calls = m.total_calls + excluded.total_calls`, tenant, keys, counts)
+		b.Queue(`COMMIT`)
+		if err := conn.SendBatch(ctx, b).Close(); err != nil {
+			return 0, fmt.Errorf("ceiling: %w", err)
+		}
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
 func waitCommitted(ctx context.Context, d *app.Deps, tenant string, n int64) error {
 	for {
 		var total int64

@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/database"
 	"github.com/agentq/agentq/internal/quality"
+	"github.com/agentq/agentq/internal/replay"
+	"github.com/agentq/agentq/schemas"
 )
 
 func init() {
@@ -74,51 +74,88 @@ func runMigrate(ctx context.Context, e Env, cfg config.Config, log zerolog.Logge
 	return nil
 }
 
-// resetters delete a consumer's derived state for a tenant ("" = all).
-var resetters = map[string]func(ctx context.Context, pool *pgxpool.Pool, tenant string) error{
-	"scorer": func(ctx context.Context, pool *pgxpool.Pool, tenant string) error {
-		return quality.Reset(ctx, pool, "scorer", tenant)
+// rebuildTargets are the consumers agentq replay can rebuild.
+var rebuildTargets = map[string]func(pool *pgxpool.Pool, log zerolog.Logger) replay.Target{
+	"scorer": func(pool *pgxpool.Pool, log zerolog.Logger) replay.Target {
+		return quality.RebuildTarget(pool, quality.Options{}, log)
 	},
 }
 
 func runReplay(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
 	fs := flags("replay", e)
-	consumer := fs.String("consumer", "", "consumer to rebuild (scorer); required")
+	consumer := fs.String("consumer", "", "consumer to rebuild: scorer (required)")
 	tenant := fs.String("tenant", "", "rebuild only this tenant (default: every tenant)")
-	yes := fs.Bool("yes", false, "confirm: the consumer's derived state is deleted first")
+	yes := fs.Bool("yes", false, "confirm: the consumer's derived state is deleted, then rebuilt from the stream")
+	truncated := fs.Bool("allow-truncated", false, "rebuild from what the stream still holds when its oldest events are gone")
+	fs.Usage = func() {
+		fmt.Fprintln(e.Stderr, `usage: agentq replay --consumer scorer [--tenant T] --yes
+
+Rebuilds a consumer's derived state from stream AGENTQ while traffic flows and
+its copies keep running: the state is reset and the history re-applied by this
+command, publishing nothing (results are already in the stream); live copies
+withhold the tenant's results until the rebuild completes.`)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
-	reset, ok := resetters[*consumer]
-	if !ok || !*yes {
-		fmt.Fprintln(e.Stderr, "usage: agentq replay --consumer scorer [--tenant T] --yes")
+	target, ok := rebuildTargets[*consumer]
+	switch {
+	case *consumer == "":
+		fmt.Fprintln(e.Stderr, "agentq replay: --consumer is required")
+		fs.Usage()
+		return errUsage
+	case !ok:
+		fmt.Fprintf(e.Stderr, "agentq replay: cannot rebuild %q (rebuildable: scorer)\n", *consumer)
+		return errUsage
+	case !*yes:
+		fmt.Fprintf(e.Stderr, "agentq replay: add --yes to confirm: %s's state is deleted first, then rebuilt from the stream\n", *consumer)
 		return errUsage
 	}
-	if cfg.DatabaseURL == "" {
-		return errors.New("AGENTQ_DATABASE_URL is not set")
+	dbURL, err := databaseURL(e, cfg)
+	if err != nil {
+		return err
 	}
-	pool, err := database.Open(ctx, cfg.DatabaseURL)
+	pool, err := database.Open(ctx, dbURL)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
+	cfg.NATSURL = natsURL(e, cfg)
 	nc, js, err := connect(cfg)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	if err := reset(ctx, pool, *tenant); err != nil {
+	reg, err := schemas.Load()
+	if err != nil {
 		return err
-	}
-	// Running copies of the consumer see it vanish, recreate it from the
-	// first sequence and rebuild; the inbox skips other tenants' events.
-	if err := js.DeleteConsumer(ctx, bus.StreamName, *consumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return fmt.Errorf("delete consumer %s: %w", *consumer, err)
 	}
 	scope := "every tenant"
 	if *tenant != "" {
 		scope = "tenant " + *tenant
 	}
-	fmt.Fprintf(e.Stdout, "%s reset for %s; running %s consumers rebuild it from the stream's first event\n", *consumer, scope, *consumer)
+	fmt.Fprintf(e.Stderr, "rebuilding %s for %s ...\n", *consumer, scope)
+	last := time.Now()
+	rep, err := replay.Rebuild(ctx, js, pool, reg, target(pool, log), replay.Options{
+		Tenant: *tenant, BatchSize: cfg.BatchSize, MaxPayload: cfg.MaxPayload, AllowTruncated: *truncated, Log: log,
+		Progress: func(done, total uint64) {
+			if time.Since(last) >= time.Second {
+				last = time.Now()
+				fmt.Fprintf(e.Stderr, "  %d events read, up to stream sequence %d\n", done, total)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.Stdout, "%s rebuilt for %s: %d events up to stream sequence %d in %s; nothing published\n",
+		*consumer, scope, rep.Events, rep.Horizon, rep.Took.Round(time.Millisecond))
+	for reason, n := range rep.Skipped {
+		fmt.Fprintf(e.Stdout, "  %d events skipped (%s), as the live consumer dead-lettered them\n", n, reason)
+	}
+	if rep.FirstSeq > 1 {
+		fmt.Fprintf(e.Stdout, "  warning: the stream starts at sequence %d; earlier events were not replayed\n", rep.FirstSeq)
+	}
 	return nil
 }
