@@ -126,9 +126,13 @@ type Service struct {
 
 	// mu guards stopped and the Add calls of inflight, so Stop's Wait
 	// never races an Add.
-	mu        sync.RWMutex
-	stopped   bool
-	inflight  sync.WaitGroup
+	mu       sync.RWMutex
+	stopped  bool
+	inflight sync.WaitGroup
+
+	// epMu guards endpoints. It is never held while calling micro: micro
+	// calls stats with its own lock held.
+	epMu      sync.Mutex
 	endpoints map[string]*endpoint // by name, for the STATS verb
 }
 
@@ -201,18 +205,25 @@ func (s *Service) AddEndpoint(name, subjectPrefix, requestSchema string, h Handl
 		metrics: s.metrics.forEndpoint(s.opts.Name, name),
 		slots:   make(chan struct{}, s.opts.Concurrency),
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
+	s.mu.RLock()
+	stopped := s.stopped
+	s.mu.RUnlock()
+	if stopped {
 		return fmt.Errorf("service %s: endpoint %s: service stopped", s.opts.Name, name)
 	}
+	s.epMu.Lock()
 	if _, dup := s.endpoints[name]; dup {
+		s.epMu.Unlock()
 		return fmt.Errorf("service %s: endpoint %s added twice", s.opts.Name, name)
 	}
+	s.endpoints[name] = ep // reserves the name
+	s.epMu.Unlock()
 	if err := s.micro.AddEndpoint(name, micro.HandlerFunc(ep.dispatch), micro.WithEndpointSubject(subjectPrefix+".*")); err != nil {
+		s.epMu.Lock()
+		delete(s.endpoints, name)
+		s.epMu.Unlock()
 		return fmt.Errorf("service %s: endpoint %s: %w", s.opts.Name, name, err)
 	}
-	s.endpoints[name] = ep
 	// The subscription is sent asynchronously; a round trip makes sure the
 	// server routes requests to the endpoint once AddEndpoint returns.
 	if err := s.nc.Flush(); err != nil {
@@ -252,9 +263,9 @@ func (s *Service) Stop() error {
 // stats is micro's StatsHandler: replies by code, since micro's own error
 // count does not see replies sent outside its request.
 func (s *Service) stats(e *micro.Endpoint) any {
-	s.mu.RLock()
+	s.epMu.Lock()
 	ep := s.endpoints[e.Name]
-	s.mu.RUnlock()
+	s.epMu.Unlock()
 	if ep == nil {
 		return nil
 	}

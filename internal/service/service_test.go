@@ -638,3 +638,52 @@ func TestConcurrencyBound(t *testing.T) {
 	}
 	require.Equal(t, int64(limit), peak.Load())
 }
+
+// micro calls the stats handler with its own lock held; adding endpoints
+// while STATS requests arrive must not deadlock.
+func TestStatsWhileAddingEndpoints(t *testing.T) {
+	env := testenv.StartNATS(t)
+	s := startService(t, env.NC, service.Options{Name: "busy"})
+	client, err := nats.Connect(env.URL)
+	require.NoError(t, err)
+	t.Cleanup(client.Close)
+
+	stop := make(chan struct{})
+	statsDone := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				statsDone <- nil
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := service.Call(ctx, client, "$SRV.STATS.busy", nil, nil)
+			cancel()
+			if err != nil {
+				statsDone <- err
+				return
+			}
+		}
+	}()
+	added := make(chan error, 1)
+	go func() {
+		noop := func(context.Context, service.Request) (any, error) { return struct{}{}, nil }
+		for i := range 100 {
+			if err := s.AddEndpoint(fmt.Sprintf("e%d", i), fmt.Sprintf("test.busy%d", i), "", noop); err != nil {
+				added <- err
+				return
+			}
+		}
+		added <- nil
+	}()
+	select {
+	case err := <-added:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("AddEndpoint blocked: deadlock with the STATS handler")
+	}
+	close(stop)
+	require.NoError(t, <-statsDone)
+}
