@@ -39,7 +39,9 @@ func Migrate(ctx context.Context, url string, log zerolog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS, goose.WithSessionLocker(locker))
+	// Out of order is allowed: every migration is idempotent, and a
+	// database may have met a later-numbered file first (parallel work).
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS, goose.WithSessionLocker(locker), goose.WithAllowOutofOrder(true))
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
