@@ -85,6 +85,7 @@ var invalidWant = map[string]string{
 	"prompts.get.response.v1.invalid-prompt-unknown-field.json":              "/prompt/body: not allowed",
 	"quality.changed.v1.invalid-missing-quality-score.json":                  "/quality_score: missing",
 	"quality.changed.v1.invalid-negative-total-calls.json":                   "/total_calls",
+	"quality.changed.v1.invalid-state-version-zero.json":                     "/state_version",
 	"quality.changed.v1.invalid-prompt-without-identity.json":                "/prompt_hash or /version: missing",
 	"quality.changed.v1.invalid-success-rate-out-of-range.json":              "/success_rate",
 	"quality.changed.v1.invalid-tool-without-tool-name.json":                 "/tool_name: missing",
