@@ -195,7 +195,8 @@ func Encode(ev event.Event) (*nats.Msg, error) {
 // every value is a valid CloudEvents string and that together they fit in
 // MaxHeaderBytes.
 func attributeHeaders(ev event.Event) ([][2]string, error) {
-	hs := make([][2]string, 0, 8+len(ev.Extensions()))
+	exts := ev.Extensions() // a copy each call
+	hs := make([][2]string, 0, 9+len(exts))
 	add := func(k, v string) { hs = append(hs, [2]string{k, v}) }
 	add(headerPrefix+"specversion", ev.SpecVersion())
 	add(headerPrefix+"id", ev.ID())
@@ -213,17 +214,24 @@ func attributeHeaders(ev event.Event) ([][2]string, error) {
 	if ct := ev.DataContentType(); ct != "" {
 		add(headerContentType, ct)
 	}
-	for _, name := range slices.Sorted(maps.Keys(ev.Extensions())) {
-		v, err := types.Format(ev.Extensions()[name])
+	var first firstError // map order must not choose which error is reported
+	for name, value := range exts {
+		v, err := types.Format(value)
 		if err != nil {
-			return nil, fmt.Errorf("extension %s cannot be a header: %s", name, foreign(err.Error()))
+			first.keep(name, fmt.Errorf("extension %s cannot be a header: %s", name, foreign(err.Error())))
+			continue
 		}
 		if err := checkString(name, v); err != nil {
-			return nil, err
+			first.keep(name, err)
+			continue
 		}
 		add(headerPrefix+name, v)
 	}
-	add(headerMsgID, MsgID(Tenant(ev), ev.ID()))
+	if first.err != nil {
+		return nil, first.err
+	}
+	tenant, _ := exts[ExtTenant].(string)
+	add(headerMsgID, MsgID(tenant, ev.ID()))
 	n := 0
 	for _, kv := range hs {
 		n += len(kv[0]) + len(kv[1])
@@ -317,33 +325,67 @@ func headerBytes(h nats.Header) int {
 // which one counts would depend on map order.
 func cloudHeaders(h nats.Header) (map[string]string, error) {
 	out := make(map[string]string, len(h))
-	for _, key := range slices.Sorted(maps.Keys(h)) {
-		k := strings.ToLower(key)
+	var first firstError // map order must not choose which error is reported
+	for key, vals := range h {
+		k := key
+		if !isLower(k) {
+			k = strings.ToLower(key)
+		}
 		if !strings.HasPrefix(k, headerPrefix) && k != headerContentType {
 			continue
 		}
-		vals := h[key]
 		if len(vals) == 0 {
 			continue
 		}
 		if len(vals) > 1 {
-			return nil, fmt.Errorf("header %s is given %d times", quote(key), len(vals))
+			first.keep(key, fmt.Errorf("header %s is given %d times", quote(key), len(vals)))
+			continue
 		}
 		if _, dup := out[k]; dup {
-			return nil, fmt.Errorf("header %s is given twice, in different letter cases", quote(k))
+			first.keep(k, fmt.Errorf("header %s is given twice, in different letter cases", quote(k)))
+			continue
 		}
 		v := vals[0]
 		if err := checkString(k, v); err != nil {
-			return nil, err
+			first.keep(key, err)
+			continue
 		}
 		if limit, ok := headerLimit(k); ok {
 			if err := checkText(k, v, limit); err != nil {
-				return nil, err
+				first.keep(key, err)
+				continue
 			}
 		}
 		out[k] = v
 	}
+	if first.err != nil {
+		return nil, first.err
+	}
 	return out, nil
+}
+
+// firstError keeps, of several errors found in map order, the one of the
+// smallest key, so the same message always reports the same error.
+type firstError struct {
+	key string
+	err error
+}
+
+func (f *firstError) keep(key string, err error) {
+	if f.err == nil || key < f.key {
+		f.key, f.err = key, err
+	}
+}
+
+// isLower reports whether s has no ASCII upper-case letters, sparing a
+// copy in strings.ToLower for the usual header names.
+func isLower(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; 'A' <= c && c <= 'Z' {
+			return false
+		}
+	}
+	return true
 }
 
 // headerLimit returns the length limit of a header carrying an attribute the
@@ -391,10 +433,7 @@ func decodeStructured(data []byte) (event.Event, error) {
 	if err := ev.UnmarshalJSON(data); err != nil {
 		return ev, fmt.Errorf("invalid structured event: %s", sdkError(err))
 	}
-	if err := ev.Validate(); err != nil {
-		return ev, fmt.Errorf("invalid structured event: %s", sdkError(err))
-	}
-	return ev, nil
+	return ev, nil // checkEvent validates it
 }
 
 // decodeBinary reads a binary-mode message: attributes from the ce-
@@ -404,12 +443,11 @@ func decodeBinary(hs map[string]string, ct string, hasCT bool, data []byte) (eve
 		return event.Event{}, fmt.Errorf("ce-specversion %s is not supported: agentq accepts CloudEvents %s only", quote(sv), specVersion)
 	}
 	ev := event.New(specVersion)
-	for _, k := range slices.Sorted(maps.Keys(hs)) {
+	for k, v := range hs {
 		name, ok := strings.CutPrefix(k, headerPrefix)
 		if !ok {
 			continue
 		}
-		v := hs[k]
 		switch name {
 		case "specversion":
 		case "id":
@@ -440,10 +478,7 @@ func decodeBinary(hs map[string]string, ct string, hasCT bool, data []byte) (eve
 		ev.SetDataContentType(ct)
 	}
 	ev.DataEncoded = data
-	if err := ev.Validate(); err != nil {
-		return ev, fmt.Errorf("invalid binary event: %s", sdkError(err))
-	}
-	return ev, nil
+	return ev, nil // checkEvent validates it
 }
 
 // checkEvent applies agentq's rules to a decoded or to-be-encoded event:
@@ -475,8 +510,9 @@ func checkEvent(ev event.Event) error {
 			return err
 		}
 	}
+	exts := ev.Extensions() // a copy each call
 	for _, name := range []string{ExtTenant, ExtCausation} {
-		v, ok := ev.Extensions()[name]
+		v, ok := exts[name]
 		if !ok {
 			continue
 		}

@@ -215,7 +215,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"whitespace-only id", binaryHeader(map[string]string{"ce-id": "   "}), validJSON, `ce-id is only whitespace`},
 		{"id with a leading space", binaryHeader(map[string]string{"ce-id": " e1"}), validJSON, `ce-id starts or ends with whitespace`},
 		{"structured id with a trailing space", nil, structuredEvent(map[string]string{"id": `"e1 "`}), `id starts or ends with whitespace`},
-		{"empty structured id", nil, structuredEvent(map[string]string{"id": `""`}), `invalid structured event: id: MUST be a non-empty string`},
+		{"empty structured id", nil, structuredEvent(map[string]string{"id": `""`}), `invalid event: id: MUST be a non-empty string`},
 		{"bidi override in id", binaryHeader(map[string]string{"ce-id": "e\u202e1"}), validJSON, `ce-id has an invisible formatting character (U+202E)`},
 		{"noncharacter in type", binaryHeader(map[string]string{"ce-type": "agentq.tool.executed.v1\uFFFF"}), validJSON, `ce-type has a Unicode noncharacter (U+FFFF)`},
 		{"invalid UTF-8 in id", binaryHeader(map[string]string{"ce-id": "e\xff1"}), validJSON, `ce-id is not valid UTF-8 (byte 1): "e\xff1"`},
@@ -454,3 +454,29 @@ type wrapped struct{ err error }
 
 func (w *wrapped) Error() string { return "wrapped: " + w.err.Error() }
 func (w *wrapped) Unwrap() error { return w.err }
+
+func BenchmarkDecode(b *testing.B) {
+	ev, err := bus.NewEvent(bus.Type("tool", "executed"), "acme", "agent/a", map[string]any{
+		"tool_name": "web_search", "success": true, "latency_ms": 120, "output": strings.Repeat("result ", 100)})
+	require.NoError(b, err)
+	m, err := bus.Encode(ev)
+	require.NoError(b, err)
+	structured, err := bus.EncodeStructured(ev)
+	require.NoError(b, err)
+	b.Run("binary", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := bus.Decode(m.Header, m.Data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("structured", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := bus.Decode(nil, structured); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
