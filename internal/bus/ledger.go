@@ -120,7 +120,7 @@ func (l *ledger) subject(seq uint64) string {
 
 func (l *ledger) publish(m *nats.Msg, value string) {
 	m.Data = []byte(value)
-	f, err := l.js.PublishMsgAsync(m)
+	f, err := l.js.PublishMsgAsync(m, jetstream.WithStallWait(2*time.Second))
 	if err != nil {
 		l.log.Warn().Err(err).Str("subject", m.Subject).Msg("delivery ledger write")
 		return

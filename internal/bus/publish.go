@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -54,7 +55,9 @@ func (p *Publisher) PublishAsync(ev event.Event) (jetstream.PubAckFuture, error)
 	if err != nil {
 		return nil, err
 	}
-	f, err := p.js.PublishMsgAsync(m, jetstream.WithMsgID(MsgID(Tenant(ev), ev.ID())))
+	// Wait (up to asyncStall) while the window is full, as documented,
+	// rather than fail after the client default of 200 ms.
+	f, err := p.js.PublishMsgAsync(m, jetstream.WithMsgID(MsgID(Tenant(ev), ev.ID())), jetstream.WithStallWait(asyncStall))
 	if err != nil {
 		return nil, fmt.Errorf("publish %s %s: %w", ev.Type(), ev.ID(), err)
 	}
@@ -86,3 +89,7 @@ func (p *Publisher) encode(ev event.Event) (*nats.Msg, error) {
 	}
 	return m, nil
 }
+
+// asyncStall bounds how long PublishAsync waits for room in a full async
+// window before it fails.
+const asyncStall = 30 * time.Second
