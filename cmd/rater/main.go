@@ -1,14 +1,14 @@
-// Command rater is reserved for agentq's rater consumer, which is not built yet
-// (see the README's status table). It exits with an error rather than
-// pretending to run.
+// Command rater rates the output of tool calls and prompt uses and
+// publishes tool.rated and prompt.rated: with the LLM at
+// AGENTQ_LLM_BASE_URL, or with the built-in rules (rules:v1) when none is
+// configured. Configuration: AGENTQ_* (see README).
 package main
 
 import (
-	"fmt"
 	"os"
+
+	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/internal/rating"
 )
 
-func main() {
-	fmt.Fprintln(os.Stderr, "rater: not built yet in this version of agentq; see the README's status table")
-	os.Exit(2)
-}
+func main() { os.Exit(app.Main("rater", rating.Consumer)) }
