@@ -3,8 +3,11 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
+	"log"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -65,13 +68,29 @@ func runBench(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger,
 	rounds := fs.Int("rounds", 3, "rounds of raw + scorer; medians are reported")
 	batch := fs.Int("batch", cfg.BatchSize, "scorer batch size (events per transaction)")
 	light := fs.Int("light", 50, "single events published one at a time for the light-traffic latency")
+	verbose := fs.Bool("v", false, "print per-round diagnostics (handler time per batch)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *n < 1 || *rounds < 1 {
 		return fmt.Errorf("--events and --rounds must be positive")
 	}
 	cfg.BatchSize = *batch
+	if *verbose {
+		benchLog.SetOutput(e.Stderr)
+	}
 	res, err := Bench(ctx, cfg, *n, *rounds, *light, log)
 	if err != nil {
 		return err
@@ -321,10 +340,16 @@ func scorerRound(ctx context.Context, d *app.Deps, events []event.Event, tenant 
 	}
 	pubRate = float64(len(events)) / time.Since(start).Seconds()
 	start = time.Now()
+	sum0, n0 := handleTime(d)
 	stop := runScorer(ctx, d)
 	err = waitCommitted(ctx, d, tenant, int64(len(events)))
-	rate = float64(len(events)) / time.Since(start).Seconds()
+	elapsed := time.Since(start)
+	rate = float64(len(events)) / elapsed.Seconds()
 	stop()
+	if sum, n := handleTime(d); n > n0 {
+		benchLog.Printf("scorer round: %d batches, handler %.1f ms per batch, %.0f%% of the wall time", n-n0,
+			1000*(sum-sum0)/float64(n-n0), 100*(sum-sum0)/elapsed.Seconds())
+	}
 	return pubRate, rate, err
 }
 
@@ -399,6 +424,27 @@ func ceilingRound(ctx context.Context, d *app.Deps, n, batch, round int) (float6
 	}
 	return float64(n) / time.Since(start).Seconds(), nil
 }
+
+// handleTime reads the runner's handler-time histogram: total seconds and
+// batches so far.
+func handleTime(d *app.Deps) (float64, uint64) {
+	mfs, _ := d.Registry.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "agentq_batch_handle_seconds" {
+			var sum float64
+			var n uint64
+			for _, m := range mf.GetMetric() {
+				sum += m.GetHistogram().GetSampleSum()
+				n += m.GetHistogram().GetSampleCount()
+			}
+			return sum, n
+		}
+	}
+	return 0, 0
+}
+
+// benchLog prints per-round diagnostics with -v.
+var benchLog = log.New(io.Discard, "bench: ", 0)
 
 func waitCommitted(ctx context.Context, d *app.Deps, tenant string, n int64) error {
 	for {
