@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,10 +56,14 @@ func writeDevState(e Env, dataDir string, st devState) (remove func(), err error
 	if dataDir != "" {
 		paths = append([]string{devStatePath(e, dataDir)}, paths...)
 	}
-	raw, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // keep the URLs' & readable
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(st); err != nil {
 		return nil, err
 	}
+	raw := buf.Bytes()
 	var written []string
 	remove = func() {
 		for _, p := range written {
@@ -89,7 +94,7 @@ func writeFileAtomic(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	_, werr := f.Write(append(data, '\n'))
+	_, werr := f.Write(data)
 	cerr := f.Close()
 	if err := errors.Join(werr, cerr); err != nil {
 		_ = os.Remove(f.Name())
