@@ -175,7 +175,7 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
 Try it, in another terminal:
   %sgo run ./cmd/agentq tail quality.changed.demo &
   %sgo run ./cmd/agentq publish --tenant demo --type tool.executed --data '{"tool_name":"web_search","success":true,"latency_ms":120}'
-`, cfg.NATSURL, dbWhere, where, names, metricsURL(cfg.MetricsAddr), devStatePath(e, dirIf(persistent, dir)), prefix, prefix)
+`, cfg.NATSURL, dbWhere, where, names, metricsURL(cfg.MetricsAddr), devStatePath(e, ""), prefix, prefix)
 	err = app.Run(ctx, d, Consumers...)
 	fmt.Fprintln(e.Stdout, "agentq dev stopped.")
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
