@@ -213,8 +213,8 @@ func (r *Rater) usage(conv chat.Conversation, resp provider.ChatResponse) int {
 	if resp.Usage.TotalTokens > 0 {
 		return resp.Usage.TotalTokens
 	}
-	if resp.Attempts == 0 && resp.Content == "" {
-		return 0 // nothing reached the model
+	if resp.Content == "" {
+		return 0 // no answer (refused, cut off): nothing to count
 	}
 	return conv.TokenCount() + r.counter.CountTokens(resp.Content)
 }

@@ -324,7 +324,7 @@ func (r *Rater) rateLLM(ctx context.Context, items []*item) {
 	})
 	for j, it := range todo {
 		if err := errs[j]; err != nil {
-			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			if !bus.IsUnavailable(err) && !bus.IsPermanent(err) && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 				err = bus.Unavailable(fmt.Errorf("rating interrupted: %w", err))
 			}
 			it.state, it.err = stFailed, err
