@@ -690,3 +690,14 @@ func TestDevStreamsExistWhenPortOpens(t *testing.T) {
 		t.Fatal("agentq dev did not stop")
 	}
 }
+
+// A state file that cannot be written does not stop agentq dev; the banner
+// says how other terminals reach it instead.
+func TestDevStateFileNotWritable(t *testing.T) {
+	cache := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(cache, "agentq"), nil, 0o644)) // a file where the directory would go
+	env := map[string]string{"AGENTQ_DATABASE_URL": testenv.DatabaseURL(t), "AGENTQ_METRICS_ADDR": "off", "AGENTQ_LOG_LEVEL": "error", "XDG_CACHE_HOME": cache}
+	_, banner, stop := startDevBanner(t, context.Background(), env)
+	defer stop()
+	require.Contains(t, banner, "state      not written: set AGENTQ_NATS_URL and AGENTQ_DATABASE_URL in other terminals")
+}

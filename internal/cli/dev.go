@@ -140,13 +140,18 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
 		defer stop()
 	}
 
+	statePath := devStatePath(e, "") + " (agentq commands in other terminals use this instance)"
 	removeState, err := writeDevState(e, dirIf(persistent, dir), devState{
 		NATSURL: cfg.NATSURL, DatabaseURL: cfg.DatabaseURL, PID: os.Getpid(), StartedAt: time.Now().UTC(),
 	})
 	if err != nil {
-		return err
+		// Not fatal: the other commands then need AGENTQ_NATS_URL and
+		// AGENTQ_DATABASE_URL, as the banner says.
+		log.Warn().Err(err).Msg("other agentq commands will not find this instance by themselves")
+		statePath = "not written: set AGENTQ_NATS_URL and AGENTQ_DATABASE_URL in other terminals"
+	} else {
+		defer removeState() // first thing on the way out: no command picks a stopping instance
 	}
-	defer removeState() // first thing on the way out: no command picks a stopping instance
 
 	names := make([]string, len(Consumers))
 	for i, c := range Consumers {
@@ -170,12 +175,12 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
   data       %s
   consumers  %v
   metrics    %s
-  state      %s (agentq commands in other terminals use this instance)
+  state      %s
 
 Try it, in another terminal:
   %sgo run ./cmd/agentq tail quality.changed.demo &
   %sgo run ./cmd/agentq publish --tenant demo --type tool.executed --data '{"tool_name":"web_search","success":true,"latency_ms":120}'
-`, cfg.NATSURL, dbWhere, where, names, metricsURL(cfg.MetricsAddr), devStatePath(e, ""), prefix, prefix)
+`, cfg.NATSURL, dbWhere, where, names, metricsURL(cfg.MetricsAddr), statePath, prefix, prefix)
 	err = app.Run(ctx, d, Consumers...)
 	fmt.Fprintln(e.Stdout, "agentq dev stopped.")
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
