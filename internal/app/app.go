@@ -212,8 +212,9 @@ func pruneInbox(ctx context.Context, d *Deps) {
 	}
 }
 
-// ServeMetrics serves /metrics and /healthz on addr until ctx ends.
-func ServeMetrics(ctx context.Context, addr string, d *Deps) error {
+// MetricsHandler serves /metrics (Prometheus) and /healthz (NATS connected
+// and the database answering) for d.
+func MetricsHandler(d *Deps) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{Registry: d.Registry}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -227,7 +228,12 @@ func ServeMetrics(ctx context.Context, addr string, d *Deps) error {
 		}
 		_, _ = io.WriteString(w, "ok\n")
 	})
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return mux
+}
+
+// ServeMetrics serves MetricsHandler on addr until ctx ends.
+func ServeMetrics(ctx context.Context, addr string, d *Deps) error {
+	srv := &http.Server{Addr: addr, Handler: MetricsHandler(d), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
 	"github.com/agentq/agentq/internal/app"
@@ -220,7 +218,7 @@ func redact(raw string) string {
 // on an address; stop shuts the server down. The listener is bound by the
 // caller so that a taken port fails agentq dev before its banner.
 func serveMetrics(ln net.Listener, d *app.Deps, log zerolog.Logger) (stop func()) {
-	srv := &http.Server{Handler: metricsHandler(d), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: app.MetricsHandler(d), ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -234,25 +232,6 @@ func serveMetrics(ln net.Listener, d *app.Deps, log zerolog.Logger) (stop func()
 		_ = srv.Shutdown(ctx)
 		<-done
 	}
-}
-
-// metricsHandler mirrors the handler of app.ServeMetrics, which builds its
-// own and serves only on an address it binds itself.
-func metricsHandler(d *app.Deps) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{Registry: d.Registry}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if !d.NC.IsConnected() {
-			http.Error(w, "nats disconnected", http.StatusServiceUnavailable)
-			return
-		}
-		if err := d.Pool.Ping(r.Context()); err != nil {
-			http.Error(w, "database: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	return mux
 }
 
 func metricsURL(addr string) string {

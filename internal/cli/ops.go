@@ -64,10 +64,11 @@ func runMigrate(ctx context.Context, e Env, cfg config.Config, log zerolog.Logge
 	if err := flags("migrate", e).Parse(args); err != nil {
 		return parseError(err)
 	}
-	if cfg.DatabaseURL == "" {
-		return errors.New("AGENTQ_DATABASE_URL is not set")
+	dbURL, err := databaseURL(e, cfg)
+	if err != nil {
+		return err
 	}
-	if err := database.Migrate(ctx, cfg.DatabaseURL, log); err != nil {
+	if err := database.Migrate(ctx, dbURL, log); err != nil {
 		return err
 	}
 	fmt.Fprintln(e.Stdout, "migrations applied")

@@ -22,6 +22,9 @@ func NewConsumer(opts Options) app.Consumer {
 	opts = opts.withDefaults()
 	return app.Consumer{Name: opts.Consumer, Run: func(ctx context.Context, d *app.Deps) error {
 		if err := database.EnsureFence(ctx, d.Pool, opts.Consumer); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while starting: not a failure
+			}
 			return err
 		}
 		s := NewScorer(d.Pool, d.Outbox, opts, d.Log)
