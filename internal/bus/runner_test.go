@@ -153,6 +153,7 @@ func TestRunnerDeadLettersBadInputAndKeepsGoing(t *testing.T) {
 		{"no tenant", binary("nt", "agentq.tool.executed.v1", "", `{"tool_name":"x","success":true}`), bus.ReasonTenantMismatch, "missing tenantid"},
 		{"schema violation", binary("sv", "agentq.tool.executed.v1", tenant, `{"tool_name":"x","success":"yes"}`), bus.ReasonSchema, "/success"},
 		{"type on the wrong subject", binary("ws", "agentq.prompt.used.v1", tenant, `{"prompt_hash":"h","success":true}`), bus.ReasonUnknownType, "belongs on subject prompt.used.acme"},
+		{"unknown type version", binary("v7", "agentq.tool.executed.v7", tenant, `{"tool_name":"x","success":true}`), bus.ReasonUnknownType, "agentq.tool.executed.v7"},
 		{"handler says permanent", toolMsg(t, tenant, "permanent"), bus.ReasonPermanent, "version conflict"},
 		{"handler panics", toolMsg(t, tenant, "panics"), bus.ReasonPanic, "tool output exploded"},
 		{"transient until the limit", toolMsg(t, tenant, "always-fails"), bus.ReasonMaxDeliver, "failed 3 times, last error: still failing"},

@@ -1,9 +1,13 @@
 package quality
 
 import (
+	"github.com/cloudevents/sdk-go/v2/event"
+
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/agentq/agentq/internal/bus"
 
 	"github.com/stretchr/testify/require"
 )
@@ -168,4 +172,30 @@ func TestLateCallBeyondTheHistory(t *testing.T) {
 	score, n := m.Recent(20)
 	require.Zero(t, score)
 	require.Equal(t, 20, n)
+}
+
+// JSON Schema's integer admits 2.0; the scorer must read it as version 2,
+// not fail the event.
+func TestVersionWrittenAsFloat(t *testing.T) {
+	for _, tc := range []struct {
+		data string
+		want []Key
+	}{
+		{`{"prompt_id":"router","version":2.0,"success":true}`, []Key{{"acme", TargetPrompt, "router@2"}}},
+		{`{"prompt_id":"router","version":2,"success":true}`, []Key{{"acme", TargetPrompt, "router@2"}}},
+		{`{"prompt_id":"router","version":2.5,"success":true}`, nil},
+	} {
+		ev := event.New()
+		ev.SetID("e1")
+		ev.SetType(TypePromptUsed)
+		ev.SetSource("test")
+		require.NoError(t, ev.SetData("application/json", []byte(tc.data)))
+		ms := Compute([]*bus.Delivery{{Event: ev, Tenant: "acme", StreamSeq: 1}})
+		var keys []Key
+		for _, m := range ms {
+			keys = append(keys, m.Key)
+			require.Equal(t, 2, m.PromptVersion)
+		}
+		require.Equal(t, tc.want, keys, tc.data)
+	}
 }
