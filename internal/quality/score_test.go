@@ -1,15 +1,14 @@
 package quality
 
 import (
-	"github.com/cloudevents/sdk-go/v2/event"
-
 	"math"
 	"math/rand/v2"
 	"testing"
 
-	"github.com/agentq/agentq/internal/bus"
-
+	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/bus"
 )
 
 func TestQualityFormula(t *testing.T) {
