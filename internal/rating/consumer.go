@@ -44,6 +44,10 @@ func NewConsumer(opts Options) app.Consumer {
 			return err
 		}
 		ro := r.RunnerOptions(d.Config.Runner(o.Consumer, Subjects...))
+		if r.LLM() && ro.HandlerTimeout*4/5 < r.EventTimeout() {
+			d.Log.Warn().Str("consumer", o.Consumer).Dur("handler_timeout", ro.HandlerTimeout).Dur("event_timeout", r.EventTimeout()).
+				Msg("the handler timeout is shorter than one event's LLM work (AGENTQ_RATER_TIMEOUT x 2, x 3 with summaries, + 1s): slow calls will be cut off and retried; raise AGENTQ_RATER_HANDLER_TIMEOUT")
+		}
 		if r.LLM() {
 			d.Log.Info().Str("consumer", o.Consumer).Str("model", o.Model).Int("concurrency", o.Rater.Concurrency).
 				Int("batch", ro.BatchSize).Dur("timeout", o.Rater.Timeout).Float64("sample", o.Rater.Sample).
@@ -89,15 +93,20 @@ func FromConfig(opts Options, cfg config.Config) (Options, error) {
 }
 
 // RunnerOptions adapts the runner's options to the rater: with an LLM, a
-// batch holds no more events than the handler can rate within its
-// timeout (Concurrency events per EventTimeout, with a fifth of the
-// timeout left for the transaction), so a batch of slow calls is never cut
-// off half rated.
+// batch holds no more events than Concurrency calls can rate, one after
+// another at their timeout, within four fifths of the handler timeout.
+// Events of a batch whose calls run slower than that are handed back
+// unrated rather than cut off (see Handle), so a batch of slow calls is
+// never abandoned half rated.
 func (r *Rater) RunnerOptions(o bus.RunnerOptions) bus.RunnerOptions {
 	if !r.LLM() || o.HandlerTimeout <= 0 {
 		return o
 	}
-	rounds := max(1, int(o.HandlerTimeout*4/5/r.perEvent))
+	call := r.opts.Rater.Timeout
+	if r.opts.Rater.Summarize {
+		call *= 2
+	}
+	rounds := max(1, int(o.HandlerTimeout*4/5/call))
 	if limit := rounds * r.opts.Rater.Concurrency; o.BatchSize <= 0 || o.BatchSize > limit {
 		o.BatchSize = limit
 	}

@@ -43,8 +43,10 @@
 // pays for a second call. Then the LLM calls, AGENTQ_RATER_CONCURRENCY at
 // a time, outside any transaction, each within AGENTQ_RATER_TIMEOUT
 // (retries of 429 and 5xx with Retry-After included); the runner keeps the
-// batch's messages alive meanwhile, and caps the batch so it can be rated
-// within AGENTQ_HANDLER_TIMEOUT. Last, one short transaction claims the
+// batch's messages alive meanwhile. A batch holds at most what the calls
+// can rate at their timeout within AGENTQ_HANDLER_TIMEOUT, and when calls
+// run slower still, the events whose rating could no longer end in time
+// are handed back unrated (an excused nak) instead of being cut off. Last, one short transaction claims the
 // events in the inbox and stores the ratings, the tokens spent and the
 // outbox rows; the results are published after commit. A provider that is
 // down or too slow is an outage: the event is nakked with backoff and the

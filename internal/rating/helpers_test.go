@@ -43,9 +43,7 @@ type rig struct {
 func newRig(t *testing.T, llm bool) *rig {
 	t.Helper()
 	n := testenv.StartNATS(t)
-	reg, err := schemas.Load()
-	require.NoError(t, err)
-	r := &rig{nats: n, pub: bus.NewPublisher(n.JS, reg), tenant: testenv.Tenant(t)}
+	r := &rig{nats: n, pub: newPublisher(t, n), tenant: testenv.Tenant(t)}
 	r.cfg = testenv.Config(t, n.URL)
 	r.cfg.AckWait = 5 * time.Second
 	r.cfg.ShutdownGrace = 5 * time.Second
@@ -59,6 +57,13 @@ func newRig(t *testing.T, llm bool) *rig {
 	return r
 }
 
+func newPublisher(t testing.TB, n *testenv.NATS) *bus.Publisher {
+	t.Helper()
+	reg, err := schemas.Load()
+	require.NoError(t, err)
+	return bus.NewPublisher(n.JS, reg)
+}
+
 // instance is one agentq process embedded in the test.
 type instance struct {
 	deps   *app.Deps
@@ -67,7 +72,7 @@ type instance struct {
 }
 
 // start runs consumers (the rater by default) with the rig's configuration.
-func (r *rig) start(t *testing.T, consumers ...app.Consumer) *instance {
+func (r *rig) start(t testing.TB, consumers ...app.Consumer) *instance {
 	t.Helper()
 	if len(consumers) == 0 {
 		consumers = []app.Consumer{rating.Consumer}
@@ -154,7 +159,7 @@ func (r *rig) promptEvent(t *testing.T, data map[string]any) event.Event {
 	return ev
 }
 
-func (r *rig) publish(t *testing.T, evs ...event.Event) {
+func (r *rig) publish(t testing.TB, evs ...event.Event) {
 	t.Helper()
 	for _, ev := range evs {
 		_, err := r.pub.PublishAsync(ev)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -191,7 +192,9 @@ const (
 //     prompt.rated outbox rows; publish them after commit.
 //
 // An event whose LLM call met an outage returns its error (bus.Unavailable:
-// nak, pause, retry; nothing dead-lettered) and is not claimed. Ratings
+// nak, pause, retry; nothing dead-lettered) and is not claimed; so does an
+// event whose rating would not have started early enough to end within
+// the handler's time (it is handed back, and rated on its next delivery). Ratings
 // computed by a call whose transaction then failed are kept in memory for
 // the retry, so a database hiccup does not pay for the calls twice.
 func (r *Rater) Handle(ctx context.Context, batch []*bus.Delivery) []error {
@@ -302,6 +305,10 @@ func (r *Rater) decide(ctx context.Context, items []*item) error {
 	return nil
 }
 
+// errHandedBack is the outcome of an event whose rating did not start
+// because the batch's time was used up: not its fault, nor a failure.
+var errHandedBack = bus.Unavailable(errors.New("the batch's time was used up before this event's rating started; handed back to be rated on its next delivery"))
+
 // rateLLM rates the items in stLLM concurrently.
 func (r *Rater) rateLLM(ctx context.Context, items []*item) {
 	var todo []*item
@@ -319,7 +326,17 @@ func (r *Rater) rateLLM(ctx context.Context, items []*item) {
 	for _, it := range todo {
 		byDelivery[it.d] = it
 	}
+	// Past the first wave, an event starts only if its worst case ends
+	// before the last fifth of the handler's time, kept for the
+	// transaction; the others are handed back unrated, to be rated on
+	// their next delivery, rather than cut off mid-call.
+	deadline, bounded := ctx.Deadline()
+	cutoff := deadline.Add(-time.Until(deadline) / 5)
+	var started atomic.Int64
 	ratings, errs := bus.ForEach(ctx, ds, r.opts.Rater.Concurrency, r.perEvent, func(ctx context.Context, d *bus.Delivery) (outcome, error) {
+		if n := started.Add(1); bounded && n > int64(r.opts.Rater.Concurrency) && time.Now().Add(r.perEvent).After(cutoff) {
+			return outcome{}, errHandedBack
+		}
 		return r.rateWithLLM(ctx, byDelivery[d].plan)
 	})
 	for j, it := range todo {

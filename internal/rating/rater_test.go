@@ -479,3 +479,30 @@ func TestLongOutputs(t *testing.T) {
 		require.Contains(t, p.data.Reason, "output summarised by the model")
 	})
 }
+
+// When calls run slower than a batch's time allows, the events whose
+// rating could not end in time are handed back unrated (an excused nak),
+// not cut off mid-call: every event is rated by exactly one call, and no
+// failure is counted.
+func TestSlowBatchHandsBackWhatCannotFinish(t *testing.T) {
+	r := newRig(t, true)
+	r.cfg.HandlerTimeout = 3 * time.Second
+	r.cfg.Rater.Timeout = time.Second // one event's worst case: 3s
+	r.cfg.Rater.Concurrency = 2
+	r.srv.SetResponder(providertest.Fixed(`{"relevance": 1, "correctness": 1, "reason": "ok"}`))
+	r.srv.SetLatency(700 * time.Millisecond)
+	var evs []event.Event
+	for i := range 8 {
+		evs = append(evs, r.toolEvent(t, map[string]any{"output": fmt.Sprintf("reading %d", i)}))
+	}
+	r.publish(t, evs...)
+	in := r.start(t)
+	got := r.results.wait(t, evs...)
+	for _, p := range got {
+		require.Equal(t, "llm", p.data.RaterKind)
+	}
+	require.Equal(t, len(evs), r.srv.ChatRequests(), "no call was cut off and made again")
+	require.Positive(t, in.counter("agentq_events_nakked_total", nil), "some events were handed back")
+	require.Zero(t, in.counter("agentq_event_failures_total", nil))
+	require.Empty(t, r.deadLetters(t))
+}
