@@ -115,20 +115,23 @@ func (r *Rater) RunnerOptions(o bus.RunnerOptions) bus.RunnerOptions {
 
 // RebuildTarget is the rater as agentq replay rebuilds it: the rules
 // rater (never an LLM: a rebuild must not spend tokens, and must give the
-// same answers every time), publishing nothing. A rebuild replaces every
-// rating of the rebuilt tenants by the rules' rating of the same event —
-// LLM ratings included, while the tool.rated events the LLM produced stay
-// in the stream, and the scorer keeps counting those. That is why agentq
-// replay must refuse --consumer rater unless --yes-rerate is given, and
-// say so: deployments with an LLM never want it, deployments on the
-// rules get the same ratings back.
-func RebuildTarget(pool *pgxpool.Pool, opts Options, log zerolog.Logger) (replay.Target, error) {
+// same answers every time), publishing nothing. Pass the live rater's
+// settings in opts.Rater (cfg.Rater), so the rebuild samples and skips as
+// it did; zero settings take the AGENTQ_RATER_* defaults.
+//
+// A rebuild replaces every rating of the rebuilt tenants by the rules'
+// rating of the same event — LLM ratings included, while the tool.rated
+// events the LLM produced stay in the stream and the scorer keeps counting
+// those. That is why agentq replay must refuse --consumer rater unless
+// --yes-rerate is given, and say so: deployments with an LLM never want
+// it; deployments on the rules get the same ratings back.
+func RebuildTarget(pool *pgxpool.Pool, opts Options, log zerolog.Logger) replay.Target {
 	opts = opts.withDefaults()
 	opts.LLM, opts.Model = nil, ""
-	r, err := New(pool, outbox.Discard, opts, log)
-	if err != nil {
-		return replay.Target{}, err
+	if opts.Rater == (config.Rater{}) {
+		opts.Rater = defaults()
 	}
+	r := newRater(pool, outbox.Discard, opts, log)
 	return replay.Target{
 		Consumer: opts.Consumer,
 		Subjects: Subjects,
@@ -136,7 +139,13 @@ func RebuildTarget(pool *pgxpool.Pool, opts Options, log zerolog.Logger) (replay
 			return Reset(ctx, tx, opts.Consumer, tenant)
 		},
 		Handler: r.Handle,
-	}, nil
+	}
+}
+
+// defaults are the AGENTQ_RATER_* settings of an empty environment.
+func defaults() config.Rater {
+	cfg, _ := config.Load(func(string) string { return "" })
+	return cfg.Rater
 }
 
 // Compute returns the ratings the rules rater with settings s gives

@@ -133,3 +133,34 @@ func TestScorerFoldsRatingsAndReplaysWithoutTheModel(t *testing.T) {
 	require.Equal(t, before.TotalCalls, after.TotalCalls)
 	require.Equal(t, 1, r.srv.ChatRequests(), "replaying the scorer calls no model")
 }
+
+// A rebuild re-rates the history with the rules only (zero settings take
+// the defaults), publishes nothing and calls no model.
+func TestRebuildRatesWithTheRules(t *testing.T) {
+	r := newRig(t, true) // an LLM is configured, and must not be called
+	pool := testenv.Pool(t)
+	evs := []event.Event{
+		r.toolEvent(t, map[string]any{"output": "Paris: 21°C"}),
+		r.toolEvent(t, map[string]any{"success": false}),
+		r.promptEvent(t, map[string]any{"prompt_hash": "h1", "success": true, "output": "Error: nope"}),
+		r.toolEvent(t, map[string]any{}), // no output: not rated
+	}
+	r.publish(t, evs...)
+	reg, err := schemas.Load()
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := replay.Rebuild(ctx, r.nats.JS, pool, reg, rating.RebuildTarget(pool, rating.Options{}, zerolog.Nop()),
+		replay.Options{Tenant: r.tenant, Log: zerolog.Nop()})
+	require.NoError(t, err)
+	require.Equal(t, len(evs), rep.Events)
+	got, err := rating.List(ctx, pool, r.tenant)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	for i, want := range []float64{0.8, 0, 0.15} {
+		require.Equal(t, want, got[i].Rating)
+		require.Equal(t, "rules:v1", got[i].Rater)
+	}
+	require.Zero(t, r.srv.ChatRequests())
+	require.Zero(t, r.results.count(), "a rebuild publishes nothing")
+}

@@ -52,11 +52,11 @@ func (o Options) validate() error {
 		}
 	}
 	s := o.Rater
-	check(s.Concurrency >= 1, "rater concurrency %d: want at least 1", s.Concurrency)
 	check(s.Sample >= 0 && s.Sample <= 1, "rater sample %v: want 0..1", s.Sample)
-	check(s.DailyTokens >= 0, "rater daily tokens %d: must not be negative", s.DailyTokens)
-	check(s.MaxInputTokens >= 64, "rater max input tokens %d: want at least 64", s.MaxInputTokens)
-	if o.LLM != nil {
+	if o.LLM != nil { // the rules use none of these
+		check(s.Concurrency >= 1, "rater concurrency %d: want at least 1", s.Concurrency)
+		check(s.DailyTokens >= 0, "rater daily tokens %d: must not be negative", s.DailyTokens)
+		check(s.MaxInputTokens >= 64, "rater max input tokens %d: want at least 64", s.MaxInputTokens)
 		check(s.Timeout > 0, "rater timeout must be positive")
 		check(strings.TrimSpace(o.Model) != "", "the LLM's model name is required")
 	}
@@ -120,6 +120,10 @@ func New(pool *pgxpool.Pool, out Sender, opts Options, log zerolog.Logger) (*Rat
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("rater options: %w", err)
 	}
+	return newRater(pool, out, opts, log), nil
+}
+
+func newRater(pool *pgxpool.Pool, out Sender, opts Options, log zerolog.Logger) *Rater {
 	r := &Rater{
 		pool: pool, out: out, opts: opts, log: log.With().Str("consumer", opts.Consumer).Logger(),
 		builder: chat.NewBuilder(),
@@ -134,7 +138,7 @@ func New(pool *pgxpool.Pool, out Sender, opts Options, log zerolog.Logger) (*Rat
 	// A second more than the calls' own timeouts, so the LLM client's
 	// timeout (an outage) fires before this one (a cancellation).
 	r.perEvent = time.Duration(calls)*opts.Rater.Timeout + time.Second
-	return r, nil
+	return r
 }
 
 // EventTimeout is the longest one event's LLM work may take.

@@ -419,15 +419,24 @@ func TestConcurrentRatings(t *testing.T) {
 	for i := range 16 {
 		evs = append(evs, r.toolEvent(t, map[string]any{"output": fmt.Sprintf("reading %d", i)}))
 	}
-	r.publish(t, evs...) // before the rater starts: one batch
+	r.publish(t, evs...)
 	r.start(t)
 	r.results.wait(t, evs...)
-	// Two waves of eight: the requests of a wave arrive together, the
-	// waves one latency apart.
+	// Never more than eight in flight: a ninth request only arrives once
+	// one of the eight before it was answered, a latency later. And eight
+	// did run together.
 	times := r.srv.RequestTimes()
 	require.Len(t, times, 16)
-	require.Less(t, times[7].Sub(times[0]), 250*time.Millisecond, "the first eight at once")
-	require.GreaterOrEqual(t, times[8].Sub(times[0]), 250*time.Millisecond, "the ninth waits for a free slot")
+	together := false
+	for i := range times {
+		if i+8 < len(times) {
+			require.GreaterOrEqual(t, times[i+8].Sub(times[i]), 250*time.Millisecond, "at most eight at once")
+		}
+		if i+7 < len(times) && times[i+7].Sub(times[i]) < 250*time.Millisecond {
+			together = true
+		}
+	}
+	require.True(t, together, "eight at once: %v", times)
 }
 
 // Long outputs are cut to AGENTQ_RATER_MAX_INPUT_TOKENS; with
