@@ -647,6 +647,13 @@ func TestStatsWhileAddingEndpoints(t *testing.T) {
 	client, err := nats.Connect(env.URL)
 	require.NoError(t, err)
 	t.Cleanup(client.Close)
+	// The service's subscriptions reach the server over its own
+	// connection: wait until this client's STATS requests find them.
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return service.Call(ctx, client, "$SRV.STATS.busy", nil, nil) == nil
+	}, "the service answers STATS")
 
 	stop := make(chan struct{})
 	statsDone := make(chan error, 1)
