@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -385,8 +386,9 @@ func lightRound(ctx context.Context, d *app.Deps, light int) ([]time.Duration, e
 	return lat, nil
 }
 
-// ceilingRound is the Postgres ceiling of the scorer's work for n events in
-// batches of batch over the bench's 50 targets: per batch, BEGIN, the inbox
+// ceilingRound is the Postgres ceiling of the scorer's work for n events
+// (UUIDv7 ids, as the events have) in batches of batch over the bench's 50
+// targets: per batch, BEGIN, the inbox
 // insert, one upsert per target and COMMIT travel as one pipelined round
 // trip on one connection. It is the nearest physical anchor for the
 // scorer's database work: no NATS, no decoding, no reading state back.
@@ -403,7 +405,11 @@ func ceilingRound(ctx context.Context, d *app.Deps, n, batch, round int) (float6
 		tenants, ids := make([]string, size), make([]string, size)
 		calls := map[string]int64{}
 		for j := range size {
-			tenants[j], ids[j] = tenant, fmt.Sprintf("e-%d", i+j)
+			id, err := uuid.NewV7() // the same kind of id as the scorer's events
+			if err != nil {
+				return 0, err
+			}
+			tenants[j], ids[j] = tenant, id.String()
 			calls[fmt.Sprintf("tool_%d", (i+j)%50)]++
 		}
 		keys, counts := make([]string, 0, len(calls)), make([]int64, 0, len(calls))
