@@ -10,7 +10,6 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
@@ -256,7 +255,6 @@ type ratedData struct {
 type results struct {
 	mu      sync.Mutex
 	byCause map[string]published
-	all     []published
 }
 
 func subscribe(t *testing.T, nc *nats.Conn, tenant string) *results {
@@ -275,7 +273,6 @@ func subscribe(t *testing.T, nc *nats.Conn, tenant string) *results {
 			res.mu.Lock()
 			defer res.mu.Unlock()
 			p := published{ev: ev, data: d}
-			res.all = append(res.all, p)
 			res.byCause[bus.Causation(ev)] = p
 		})
 		require.NoError(t, err)
@@ -345,14 +342,4 @@ func (rec *recorder) forEvent(marker string) []providertest.ChatRequest {
 		}
 	}
 	return out
-}
-
-// consumerInfo returns the rater's durable consumer.
-func consumerInfo(t *testing.T, js jetstream.JetStream) *jetstream.ConsumerInfo {
-	t.Helper()
-	cons, err := js.Consumer(context.Background(), bus.StreamName, "rater")
-	require.NoError(t, err)
-	info, err := cons.Info(context.Background())
-	require.NoError(t, err)
-	return info
 }

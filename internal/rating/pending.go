@@ -59,9 +59,3 @@ func (p *pending) drop(k database.InboxKey) {
 	defer p.mu.Unlock()
 	delete(p.byKey, k)
 }
-
-func (p *pending) len() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.byKey)
-}
