@@ -75,26 +75,34 @@ func run(ctx context.Context, env map[string]string, stdin string, args ...strin
 func TestDevPublishTail(t *testing.T) {
 	ctx, env, natsURL, client := devOnTestDatabase(t)
 
+	// The README's example, on a tenant of the test's own (the database may
+	// outlive the test): the call, the rules rater's tool.rated, and the
+	// two quality.changed the scorer publishes for them.
+	demo := testenv.Tenant(t)
 	tailDone := make(chan string, 1)
 	go func() {
 		tctx, tcancel := context.WithTimeout(ctx, 60*time.Second)
 		defer tcancel()
-		_, out, _ := run(tctx, client, "", "tail", "--count", "1", "quality.changed.demo")
+		_, out, _ := run(tctx, client, "", "tail", "--count", "3", "quality.changed."+demo, "tool.rated."+demo)
 		tailDone <- out
 	}()
 	time.Sleep(500 * time.Millisecond) // let tail subscribe; it only shows new events
 
-	code, out, errOut := run(ctx, client, "", "publish", "--tenant", "demo", "--type", "tool.executed",
-		"--data", `{"tool_name":"web_search","success":true,"latency_ms":120}`)
+	code, out, errOut := run(ctx, client, "", "publish", "--tenant", demo, "--type", "tool.executed",
+		"--data", `{"tool_name":"web_search","success":true,"latency_ms":120,"input":{"query":"weather in Paris"},"output":"Paris: 21°C, sunny"}`)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "published agentq.tool.executed.v1")
 	id := regexp.MustCompile(`id=(\S+)`).FindStringSubmatch(out)[1]
 
 	select {
 	case got := <-tailDone:
-		require.Contains(t, got, "agentq.quality.changed.v1 tenant=demo")
-		require.Contains(t, got, "cause="+id)
+		require.Contains(t, got, "agentq.quality.changed.v1 tenant="+demo)
+		require.Contains(t, got, "agentq.tool.rated.v1 tenant="+demo)
+		require.Contains(t, got, "cause="+id, "the rating and the first quality.changed are caused by the call")
+		require.Contains(t, got, `"rater":"rules:v1"`)
+		require.Contains(t, got, `"rater_kind":"rules"`)
 		require.Contains(t, got, `"total_calls":1`)
+		require.Contains(t, got, `"rating_count":1`, "the scorer folded the rating")
 		require.Contains(t, got, `"tool_name":"web_search"`)
 	case <-time.After(60 * time.Second):
 		t.Fatal("no quality.changed seen by tail")
@@ -119,19 +127,21 @@ func TestDevPublishTail(t *testing.T) {
 		require.Equal(t, 0, code, errOut)
 	}
 	var before []*quality.Metrics
+	// The rater (rules) rates the 8 failed calls; the scorer folds those too.
 	testenv.Eventually(t, 30*time.Second, func() bool {
 		before, _ = quality.List(ctx, pool, tenant, "", "")
-		var n int64
+		var n, r int64
 		for _, m := range before {
 			n += m.TotalCalls
+			r += m.RatingCount
 		}
-		return n == 30
-	}, "30 calls scored")
+		return n == 30 && r == 8
+	}, "30 calls and 8 ratings scored")
 	replayAt := time.Now()
 	code, out, errOut = run(ctx, map[string]string{"AGENTQ_NATS_URL": natsURL, "AGENTQ_DATABASE_URL": env["AGENTQ_DATABASE_URL"]},
 		"", "replay", "--consumer", "scorer", "--tenant", tenant, "--yes")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "scorer rebuilt for tenant "+tenant+": 30 events")
+	require.Contains(t, out, "scorer rebuilt for tenant "+tenant+": 38 events", "30 calls and the rater's 8 ratings")
 	require.Contains(t, out, "nothing published")
 	after, err := quality.List(ctx, pool, tenant, "", "")
 	require.NoError(t, err)
@@ -154,6 +164,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"tail", "--bogus"}, 2, "flag provided but not defined"},
 		{[]string{"publish"}, 2, "-tenant"},
 		{[]string{"replay", "--consumer", "scorer"}, 2, "--yes"},
+		{[]string{"replay", "--consumer", "rater", "--yes"}, 2, "rebuilding the rater re-rates every event with the rules"},
+		{[]string{"replay", "--consumer", "indexer", "--yes"}, 2, `cannot rebuild "indexer"`},
 		{[]string{"migrate"}, 1, "AGENTQ_DATABASE_URL is not set"},
 	}
 	for _, tc := range tests {

@@ -22,10 +22,11 @@ import (
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/devdb"
 	"github.com/agentq/agentq/internal/quality"
+	"github.com/agentq/agentq/internal/rating"
 )
 
 // Consumers are every consumer agentq has so far, as agentq dev runs them.
-var Consumers = []app.Consumer{quality.Consumer}
+var Consumers = []app.Consumer{quality.Consumer, rating.Consumer}
 
 func init() {
 	register("dev", "run everything in one process: embedded NATS, dev database, migrations, all consumers", runDev)
@@ -176,8 +177,8 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
   state      %s
 
 Try it, in another terminal:
-  %sgo run ./cmd/agentq tail quality.changed.demo &
-  %sgo run ./cmd/agentq publish --tenant demo --type tool.executed --data '{"tool_name":"web_search","success":true,"latency_ms":120}'
+  %sgo run ./cmd/agentq tail quality.changed.demo tool.rated.demo &
+  %sgo run ./cmd/agentq publish --tenant demo --type tool.executed --data '{"tool_name":"web_search","success":true,"latency_ms":120,"input":{"query":"weather in Paris"},"output":"Paris: 21°C, sunny"}'
 `, cfg.NATSURL, dbWhere, where, names, metricsURL(cfg.MetricsAddr), statePath, prefix, prefix)
 	err = app.Run(ctx, d, Consumers...)
 	fmt.Fprintln(e.Stdout, "agentq dev stopped.")

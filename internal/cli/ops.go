@@ -15,6 +15,7 @@ import (
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/database"
 	"github.com/agentq/agentq/internal/quality"
+	"github.com/agentq/agentq/internal/rating"
 	"github.com/agentq/agentq/internal/replay"
 	"github.com/agentq/agentq/schemas"
 )
@@ -76,20 +77,29 @@ func runMigrate(ctx context.Context, e Env, cfg config.Config, log zerolog.Logge
 }
 
 // rebuildTargets are the consumers agentq replay can rebuild.
-var rebuildTargets = map[string]func(pool *pgxpool.Pool, log zerolog.Logger) replay.Target{
-	"scorer": func(pool *pgxpool.Pool, log zerolog.Logger) replay.Target {
+var rebuildTargets = map[string]func(pool *pgxpool.Pool, cfg config.Config, log zerolog.Logger) replay.Target{
+	"scorer": func(pool *pgxpool.Pool, _ config.Config, log zerolog.Logger) replay.Target {
 		return quality.RebuildTarget(pool, quality.Options{}, log)
+	},
+	"rater": func(pool *pgxpool.Pool, cfg config.Config, log zerolog.Logger) replay.Target {
+		return rating.RebuildTarget(pool, rating.Options{Rater: cfg.Rater}, log)
 	},
 }
 
+// reratingRefusal is why a rebuild of the rater needs --yes-rerate.
+const reratingRefusal = `rebuilding the rater re-rates every event with the rules (rules:v1): it replaces LLM ratings in its table, ` +
+	`while the published tool.rated and prompt.rated events stay in the stream and the scorer keeps counting them; ` +
+	`replay the scorer instead, or add --yes-rerate`
+
 func runReplay(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
 	fs := flags("replay", e)
-	consumer := fs.String("consumer", "", "consumer to rebuild: scorer (required)")
+	consumer := fs.String("consumer", "", "consumer to rebuild: scorer or rater (required)")
 	tenant := fs.String("tenant", "", "rebuild only this tenant (default: every tenant)")
 	yes := fs.Bool("yes", false, "confirm: the consumer's derived state is deleted, then rebuilt from the stream")
 	truncated := fs.Bool("allow-truncated", false, "rebuild from what the stream still holds when its oldest events are gone")
+	rerate := fs.Bool("yes-rerate", false, "rater only: confirm that every event is rated again, by the rules")
 	fs.Usage = func() {
-		fmt.Fprintln(e.Stderr, `usage: agentq replay --consumer scorer [--tenant T] --yes
+		fmt.Fprintln(e.Stderr, `usage: agentq replay --consumer scorer|rater [--tenant T] --yes [--yes-rerate]
 
 Rebuilds a consumer's derived state from stream AGENTQ while traffic flows and
 its copies keep running: the state is reset and the history re-applied by this
@@ -107,7 +117,10 @@ withhold the tenant's results until the rebuild completes.`)
 		fs.Usage()
 		return errUsage
 	case !ok:
-		fmt.Fprintf(e.Stderr, "agentq replay: cannot rebuild %q (rebuildable: scorer)\n", *consumer)
+		fmt.Fprintf(e.Stderr, "agentq replay: cannot rebuild %q (rebuildable: scorer, rater)\n", *consumer)
+		return errUsage
+	case *consumer == "rater" && !*rerate:
+		fmt.Fprintf(e.Stderr, "agentq replay: %s\n", reratingRefusal)
 		return errUsage
 	case !*yes:
 		fmt.Fprintf(e.Stderr, "agentq replay: add --yes to confirm: %s's state is deleted first, then rebuilt from the stream\n", *consumer)
@@ -138,7 +151,7 @@ withhold the tenant's results until the rebuild completes.`)
 	}
 	fmt.Fprintf(e.Stderr, "rebuilding %s for %s ...\n", *consumer, scope)
 	last := time.Now()
-	rep, err := replay.Rebuild(ctx, js, pool, reg, target(pool, log), replay.Options{
+	rep, err := replay.Rebuild(ctx, js, pool, reg, target(pool, cfg, log), replay.Options{
 		Tenant: *tenant, BatchSize: cfg.BatchSize, MaxPayload: cfg.MaxPayload, AllowTruncated: *truncated, Log: log,
 		Progress: func(done, total uint64) {
 			if time.Since(last) >= time.Second {

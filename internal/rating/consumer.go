@@ -37,6 +37,9 @@ func NewConsumer(opts Options) app.Consumer {
 			o.Registerer = d.Registry
 		}
 		if err := database.EnsureFence(ctx, d.Pool, o.Consumer); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while starting: not a failure
+			}
 			return err
 		}
 		r, err := New(d.Pool, d.Outbox, o, d.Log)
