@@ -183,8 +183,11 @@ func apply(ctx context.Context, js jetstream.JetStream, schema bus.Validator, t 
 	if info.NumPending == 0 {
 		return nil
 	}
+	// Ask for no more than is pending, so the last fetch returns as soon as
+	// the history is read instead of waiting out its window.
+	pending := info.NumPending
 	for {
-		mb, err := cons.Fetch(o.BatchSize, jetstream.FetchMaxWait(2*time.Second))
+		mb, err := cons.Fetch(int(min(uint64(o.BatchSize), max(pending, 1))), jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
 			return fmt.Errorf("read history: %w", err)
 		}
@@ -206,6 +209,7 @@ func apply(ctx context.Context, js jetstream.JetStream, schema bus.Validator, t 
 			} else {
 				batch = append(batch, d)
 			}
+			pending = meta.NumPending
 			if meta.Sequence.Stream == rep.Horizon || meta.NumPending == 0 {
 				done = true
 			}
