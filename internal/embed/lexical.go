@@ -213,15 +213,22 @@ func (s *scratch) tokenize(text string) {
 		last = r
 	}
 	flush(len(text))
-	kept := s.words[:0:0]
+	content := 0
+	for _, w := range s.words {
+		if !stopWords[w] {
+			content++
+		}
+	}
+	if content == 0 {
+		return // stop words only: keep them all
+	}
+	kept := s.words[:0]
 	for _, w := range s.words {
 		if !stopWords[w] {
 			kept = append(kept, w)
 		}
 	}
-	if len(kept) > 0 {
-		s.words = kept
-	}
+	s.words = kept
 }
 
 // foldMarks decomposes and drops combining marks: "é" becomes "e".

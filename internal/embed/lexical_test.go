@@ -230,3 +230,26 @@ func TestToolQueriesAreParaphrases(t *testing.T) {
 		}
 	}
 }
+
+// TestLexicalConcurrent embeds from several goroutines at once (run it
+// with -race): Lexical keeps no state between calls.
+func TestLexicalConcurrent(t *testing.T) {
+	texts := benchTexts(32, 40)
+	want, err := embed.Lexical{}.Embed(context.Background(), texts)
+	require.NoError(t, err)
+	errs := make(chan error, 8)
+	got := make([][][]float32, 8)
+	for g := range got {
+		go func() {
+			var err error
+			got[g], err = embed.Lexical{}.Embed(context.Background(), texts)
+			errs <- err
+		}()
+	}
+	for range got {
+		require.NoError(t, <-errs)
+	}
+	for g := range got {
+		require.Equal(t, want, got[g])
+	}
+}

@@ -5,7 +5,8 @@
 // lexical-only, vector-only and hybrid arms.
 //
 // The method under test is a RankFunc, so anything that orders ids can be
-// measured; Cosine builds one from an embed.Embedder.
+// measured; Cosine builds one from an embed.Embedder and RRF fuses
+// several, as hybrid retrieval does.
 package eval
 
 import (
@@ -252,4 +253,39 @@ func Evaluate(ctx context.Context, s Set, rank RankFunc) (Report, error) {
 		rep.MRR /= n
 	}
 	return rep, nil
+}
+
+// RRF fuses rankings by reciprocal rank, as the indexer's hybrid retrieval
+// does in SQL: a document's score is the sum over the rankings that
+// contain it of 1/(k + rank), rank counted from 1; ties go by id. k = 60
+// is the usual constant (Cormack et al., 2009). The rankers run one after
+// another; the first error is returned.
+func RRF(k int, rankers ...RankFunc) RankFunc {
+	return func(ctx context.Context, query string) ([]string, error) {
+		scores := map[string]float64{}
+		for i, rank := range rankers {
+			ranked, err := rank(ctx, query)
+			if err != nil {
+				return nil, fmt.Errorf("ranking %d of %d: %w", i+1, len(rankers), err)
+			}
+			seen := map[string]bool{}
+			for r, id := range ranked {
+				if !seen[id] {
+					seen[id] = true
+					scores[id] += 1 / float64(k+r+1)
+				}
+			}
+		}
+		ids := make([]string, 0, len(scores))
+		for id := range scores {
+			ids = append(ids, id)
+		}
+		slices.SortFunc(ids, func(a, b string) int {
+			if c := cmp.Compare(scores[b], scores[a]); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+		return ids, nil
+	}
 }

@@ -151,3 +151,24 @@ func TestValidateAndLoad(t *testing.T) {
 	_, err = eval.Load(path)
 	require.ErrorContains(t, err, `names unknown doc "b"`)
 }
+
+func TestRRF(t *testing.T) {
+	fixed := func(ids ...string) eval.RankFunc {
+		return func(context.Context, string) ([]string, error) { return ids, nil }
+	}
+	// k = 60: a = 1/61 + 1/62 = 0.03252, c = 1/63 + 1/61 = 0.03227,
+	// b = 1/62 = 0.01613, d = 1/63 = 0.01587.
+	got, err := eval.RRF(60, fixed("a", "b", "c"), fixed("c", "a", "d"))(context.Background(), "q")
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "c", "b", "d"}, got)
+
+	// Equal scores go by id; an id repeated in one ranking counts once.
+	got, err = eval.RRF(1, fixed("y", "x"), fixed("x", "y", "x"))(context.Background(), "q")
+	require.NoError(t, err)
+	require.Equal(t, []string{"x", "y"}, got)
+
+	boom := errors.New("boom")
+	_, err = eval.RRF(60, fixed("a"), func(context.Context, string) ([]string, error) { return nil, boom })(context.Background(), "q")
+	require.ErrorIs(t, err, boom)
+	require.ErrorContains(t, err, "ranking 2 of 2")
+}
