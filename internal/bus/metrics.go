@@ -47,17 +47,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"consumer"}),
 	}
 	if reg != nil {
-		m.acks = register(reg, m.acks)
-		m.naks = register(reg, m.naks)
-		m.failures = register(reg, m.failures)
-		m.deadLetters = register(reg, m.deadLetters)
-		m.handleTime = register(reg, m.handleTime)
-		m.batchSize = register(reg, m.batchSize)
+		m.acks = Register(reg, m.acks)
+		m.naks = Register(reg, m.naks)
+		m.failures = Register(reg, m.failures)
+		m.deadLetters = Register(reg, m.deadLetters)
+		m.handleTime = Register(reg, m.handleTime)
+		m.batchSize = Register(reg, m.batchSize)
 	}
 	return m
 }
 
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+// Register registers c with reg and returns it, or returns the collector
+// already registered under the same description, so that many components
+// of one process (agentq dev runs every consumer) share one registry.
+func Register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	if err := reg.Register(c); err != nil {
 		if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
 			if existing, ok := are.ExistingCollector.(C); ok {

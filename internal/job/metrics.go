@@ -2,6 +2,8 @@ package job
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentq/agentq/internal/bus"
 )
 
 // Metrics are the workers' Prometheus instruments, labelled by consumer.
@@ -41,22 +43,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"consumer"}),
 	}
 	if reg != nil {
-		m.leased = register(reg, m.leased)
-		m.finished = register(reg, m.finished)
-		m.released = register(reg, m.released)
-		m.leaseLost = register(reg, m.leaseLost)
-		m.runTime = register(reg, m.runTime)
+		m.leased = bus.Register(reg, m.leased)
+		m.finished = bus.Register(reg, m.finished)
+		m.released = bus.Register(reg, m.released)
+		m.leaseLost = bus.Register(reg, m.leaseLost)
+		m.runTime = bus.Register(reg, m.runTime)
 	}
 	return m
-}
-
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-	}
-	return c
 }

@@ -2,6 +2,8 @@ package rating
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentq/agentq/internal/bus"
 )
 
 // metrics are the rater's own Prometheus instruments; the runner's
@@ -37,11 +39,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Buckets: prometheus.ExponentialBuckets(0.05, 2, 10),
 	})
 	if reg != nil {
-		ratings = register(reg, ratings)
-		skipped = register(reg, skipped)
-		fallbacks = register(reg, fallbacks)
-		tokens = register(reg, tokens)
-		llmSeconds = register(reg, llmSeconds)
+		ratings = bus.Register(reg, ratings)
+		skipped = bus.Register(reg, skipped)
+		fallbacks = bus.Register(reg, fallbacks)
+		tokens = bus.Register(reg, tokens)
+		llmSeconds = bus.Register(reg, llmSeconds)
 	}
 	// Export zeros from the start, for dashboards and alerts.
 	for _, k := range []string{KindLLM, KindRules} {
@@ -54,17 +56,4 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		fallbacks.WithLabelValues(r)
 	}
 	return &metrics{ratings: ratings, skipped: skipped, fallbacks: fallbacks, tokens: tokens, llmSeconds: llmSeconds}
-}
-
-// register registers c with reg, or returns the collector already
-// registered under its name (two raters in one process share it).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-	}
-	return c
 }

@@ -4,6 +4,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentq/agentq/internal/bus"
 )
 
 // metrics are the instruments shared by every Service on one registerer.
@@ -25,24 +27,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"service", "endpoint"}),
 	}
 	if reg != nil {
-		m.requests = register(reg, m.requests)
-		m.seconds = register(reg, m.seconds)
+		m.requests = bus.Register(reg, m.requests)
+		m.seconds = bus.Register(reg, m.seconds)
 	}
 	return m
-}
-
-// register registers c, or returns the collector already registered under
-// the same description, so several services in one process (agentq dev)
-// share one registry.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-	}
-	return c
 }
 
 // endpointMetrics holds one endpoint's series, resolved once rather than
