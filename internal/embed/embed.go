@@ -10,6 +10,9 @@
 //   - Provider, an adapter over provider.Embedder, any OpenAI-compatible
 //     /v1/embeddings server.
 //
+// New picks one from the AGENTQ_EMBED_* settings: Lexical when no base URL
+// is configured.
+//
 // Vectors of different models are never comparable, even at equal
 // dimension: store Model() and Dimension() with every vector and compare
 // only vectors of the model in force.

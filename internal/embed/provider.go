@@ -34,3 +34,19 @@ func (p providerEmbedder) Embed(ctx context.Context, texts []string) ([][]float3
 	}
 	return vecs, nil
 }
+
+// New returns the embedder that opts configure: Lexical when opts.BaseURL
+// is empty (no provider configured, the documented offline default),
+// else Provider over a provider.Embedder built from opts. It does not
+// contact the server; a bad option is an error, never a silent fallback
+// to Lexical, since vectors of the two are not comparable.
+func New(opts provider.EmbedOptions) (Embedder, error) {
+	if opts.BaseURL == "" {
+		return Lexical{}, nil
+	}
+	e, err := provider.NewEmbedder(opts)
+	if err != nil {
+		return nil, err
+	}
+	return Provider(e), nil
+}

@@ -121,3 +121,21 @@ func TestProviderNormalizes(t *testing.T) {
 		})
 	}
 }
+
+func TestNew(t *testing.T) {
+	e, err := embed.New(provider.EmbedOptions{})
+	require.NoError(t, err)
+	require.Equal(t, embed.Lexical{}, e, "no provider configured: the lexical embedder")
+
+	srv := providertest.New(t)
+	e, err = embed.New(provider.EmbedOptions{Options: provider.Options{BaseURL: srv.URL, Model: "embed-model"}, KnownDimension: 8})
+	require.NoError(t, err)
+	require.Equal(t, "embed-model", e.Model())
+	require.Equal(t, 8, e.Dimension())
+	vecs, err := e.Embed(context.Background(), []string{"text"})
+	require.NoError(t, err)
+	require.InDeltaSlice(t, providertest.Vector("text", 8), vecs[0], 1e-6)
+
+	_, err = embed.New(provider.EmbedOptions{Options: provider.Options{BaseURL: srv.URL}})
+	require.Error(t, err, "a provider without a model is a configuration error, not the lexical embedder")
+}
