@@ -67,9 +67,9 @@ func Cosine(a, b []float32) float64 {
 	var dot, na, nb float64
 	for i := range a {
 		x, y := float64(a[i]), float64(b[i])
-		dot += x * y
-		na += x * x
-		nb += y * y
+		dot += float64(x * y) // conversions: no FMA, the same result on every platform
+		na += float64(x * x)
+		nb += float64(y * y)
 	}
 	if na == 0 || nb == 0 {
 		return 0
@@ -82,7 +82,7 @@ func Cosine(a, b []float32) float64 {
 func Normalize(v []float32) bool {
 	var sum float64
 	for _, x := range v {
-		sum += float64(x) * float64(x)
+		sum += float64(float64(x) * float64(x))
 	}
 	if sum == 0 {
 		return false
