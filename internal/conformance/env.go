@@ -87,14 +87,25 @@ func (e *env) waitApplied(t *testing.T, tenant string, want int) {
 // order, as the consumer receives them; a republished copy of an id
 // already seen is left out, as the inbox leaves it out.
 func (e *env) history(t *testing.T, tenant string) []*bus.Delivery {
+	return History(t, e.nats.JS, e.a.Subjects, tenant)
+}
+
+// History reads tenant's events on subjects (tenant token "*") back from
+// stream AGENTQ in stream order, decoded and validated as a runner does;
+// invalid ones and republished copies of an id already seen are left out,
+// as a consumer leaves them out. Apply them in order to get a reference
+// state.
+func History(t *testing.T, js jetstream.JetStream, subjects []string, tenant string) []*bus.Delivery {
 	t.Helper()
+	reg, err := schemas.Load()
+	require.NoError(t, err)
 	ctx, cancel := background()
 	defer cancel()
-	subjects := make([]string, len(e.a.Subjects))
-	for i, s := range e.a.Subjects {
-		subjects[i] = strings.TrimSuffix(s, "*") + tenant
+	filter := make([]string, len(subjects))
+	for i, s := range subjects {
+		filter[i] = strings.TrimSuffix(s, "*") + tenant
 	}
-	cons, err := e.nats.JS.OrderedConsumer(ctx, bus.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: subjects})
+	cons, err := js.OrderedConsumer(ctx, bus.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: filter})
 	require.NoError(t, err)
 	info, err := cons.Info(ctx)
 	require.NoError(t, err)
@@ -106,7 +117,7 @@ func (e *env) history(t *testing.T, tenant string) []*bus.Delivery {
 		meta, err := m.Metadata()
 		require.NoError(t, err)
 		pending = meta.NumPending
-		d, err := bus.Read(m, e.schema, 1<<20)
+		d, err := bus.Read(m, reg, 1<<20)
 		if err != nil || seen[d.Event.ID()] {
 			continue
 		}

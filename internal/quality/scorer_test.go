@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/conformance"
 	"github.com/agentq/agentq/internal/quality"
 	"github.com/agentq/agentq/internal/replay"
 	"github.com/agentq/agentq/internal/testenv"
@@ -511,33 +511,10 @@ func TestScorerReplayRebuildsState(t *testing.T) {
 // order.
 func requireStreamReference(t *testing.T, n *testenv.NATS, pool *pgxpool.Pool, tenant string) {
 	t.Helper()
-	ctx := context.Background()
-	reg, err := schemas.Load()
+	got, err := quality.List(context.Background(), pool, tenant, "", "")
 	require.NoError(t, err)
-	subjects := make([]string, len(quality.Subjects))
-	for i, s := range quality.Subjects {
-		subjects[i] = strings.TrimSuffix(s, "*") + tenant
-	}
-	cons, err := n.JS.OrderedConsumer(ctx, bus.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: subjects})
-	require.NoError(t, err)
-	info, err := cons.Info(ctx)
-	require.NoError(t, err)
-	var ds []*bus.Delivery
-	seen := map[string]bool{}
-	for pending := info.NumPending; pending > 0; {
-		m, err := cons.Next()
-		require.NoError(t, err)
-		meta, err := m.Metadata()
-		require.NoError(t, err)
-		pending = meta.NumPending
-		if d, err := bus.Read(m, reg, 1<<20); err == nil && !seen[d.Event.ID()] {
-			seen[d.Event.ID()] = true
-			ds = append(ds, d)
-		}
-	}
-	got, err := quality.List(ctx, pool, tenant, "", "")
-	require.NoError(t, err)
-	require.Equal(t, quality.Compute(ds), got, "state equals the stream applied in order, every field")
+	want := quality.Compute(conformance.History(t, n.JS, quality.Subjects, tenant))
+	require.Equal(t, want, got, "state equals the stream applied in order, every field")
 }
 
 func TestScorerSurvivesDatabaseOutage(t *testing.T) {
