@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/conformance"
@@ -27,13 +26,7 @@ func TestScorerConformance(t *testing.T) {
 		Subjects:       quality.Subjects,
 		ResultSubjects: []string{"quality.changed.*"},
 		Start: func(t *testing.T, cfg config.Config) conformance.Copy {
-			ctx, cancel := context.WithCancel(context.Background())
-			d, err := app.Start(ctx, cfg, "scorer", testenv.Logger(t))
-			require.NoError(t, err)
-			in := &instance{deps: d, cancel: cancel, done: make(chan error, 1)}
-			go func() { in.done <- app.Run(ctx, d, quality.Consumer) }()
-			t.Cleanup(in.stop)
-			return in
+			return testenv.StartProcess(t, cfg, "scorer", quality.Consumer)
 		},
 		Workload: func(t *testing.T, tenant string, n int, seed uint64) []event.Event {
 			return newWorkload(t, tenant, n, seed).events
@@ -49,6 +42,3 @@ func TestScorerConformance(t *testing.T) {
 		},
 	})
 }
-
-func (in *instance) Stop() { in.stop() }
-func (in *instance) Kill() { in.kill() }

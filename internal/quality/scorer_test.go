@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/conformance"
 	"github.com/agentq/agentq/internal/quality"
@@ -28,11 +27,7 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // instance is one scorer process embedded in the test.
-type instance struct {
-	deps   *app.Deps
-	cancel context.CancelFunc
-	done   chan error
-}
+type instance = testenv.Process
 
 func startScorer(t *testing.T, natsURL, dbURL string, batch int) *instance {
 	t.Helper()
@@ -41,54 +36,10 @@ func startScorer(t *testing.T, natsURL, dbURL string, batch int) *instance {
 	cfg.BatchSize = batch
 	cfg.AckWait = 5 * time.Second
 	cfg.ShutdownGrace = 5 * time.Second
-	ctx, cancel := context.WithCancel(context.Background())
-	d, err := app.Start(ctx, cfg, "scorer", testenv.Logger(t))
-	require.NoError(t, err)
-	in := &instance{deps: d, cancel: cancel, done: make(chan error, 1)}
-	go func() { in.done <- app.Run(ctx, d, quality.Consumer) }()
-	t.Cleanup(in.stop)
-	return in
+	return testenv.StartProcess(t, cfg, "scorer", quality.Consumer)
 }
 
-// stop shuts the scorer down gracefully.
-func (in *instance) stop() {
-	if in.cancel == nil {
-		return
-	}
-	in.cancel()
-	<-in.done
-	_ = in.deps.Close(context.Background())
-	in.cancel = nil
-}
-
-// kill stops the scorer abruptly: its NATS connection is cut first, so
-// whatever it committed last is never acked and comes back as a redelivery.
-func (in *instance) kill() {
-	if in.cancel == nil {
-		return
-	}
-	in.deps.NC.Close()
-	in.cancel()
-	<-in.done
-	in.deps.Pool.Close()
-	in.cancel = nil
-}
-
-func (in *instance) acked() float64 { return in.counter("agentq_events_acked_total") }
-
-func (in *instance) counter(name string) float64 {
-	mfs, _ := in.deps.Registry.Gather()
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			var sum float64
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-			return sum
-		}
-	}
-	return 0
-}
+func acked(in *instance) float64 { return in.Counter("agentq_events_acked_total", nil) }
 
 // totals is what the published events add up to, computed independently of
 // the scorer.
@@ -213,7 +164,7 @@ func requireTotals(t *testing.T, in *instance, w *workload, timeout time.Duratio
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		got, err := quality.List(context.Background(), in.deps.Pool, w.tenant, "", "")
+		got, err := quality.List(context.Background(), in.Deps.Pool, w.tenant, "", "")
 		diff := compare(got, w.want)
 		if err != nil {
 			diff = err.Error()
@@ -456,7 +407,7 @@ func TestScorerKillAndRestart(t *testing.T) {
 		default:
 		}
 		if flowing || kills < 5 {
-			in.kill()
+			in.Kill()
 			kills++
 			if flowing {
 				killsWhileFlowing++
@@ -464,7 +415,7 @@ func TestScorerKillAndRestart(t *testing.T) {
 			continue
 		}
 		requireTotals(t, in, w, 120*time.Second)
-		requireStreamReference(t, n, in.deps.Pool, tenant)
+		requireStreamReference(t, n, in.Deps.Pool, tenant)
 		break
 	}
 	t.Logf("scorer killed %d times, %d of them while events were being published", kills, killsWhileFlowing)
@@ -482,8 +433,8 @@ func TestScorerReplayRebuildsState(t *testing.T) {
 	require.NoError(t, err)
 	publishAll(t, newPublisher(t, n.JS), w.events)
 	live := requireTotals(t, in, w, 60*time.Second)
-	requireStreamReference(t, n, in.deps.Pool, tenant)
-	in.stop()
+	requireStreamReference(t, n, in.Deps.Pool, tenant)
+	in.Stop()
 	require.NoError(t, n.NC.Flush())
 	for { // drain what live processing published
 		if _, err := sub.NextMsg(500 * time.Millisecond); err != nil {
@@ -534,14 +485,14 @@ func TestScorerSurvivesDatabaseOutage(t *testing.T) {
 	publishAll(t, pub, w.events[100:])
 	time.Sleep(3 * time.Second) // the scorer meets the outage and naks
 	select {
-	case err := <-in.done:
+	case err := <-in.Done:
 		t.Fatalf("scorer stopped during the outage: %v", err)
 	default:
 	}
-	require.Positive(t, in.counter("agentq_events_nakked_total"), "the scorer met the outage and nakked")
+	require.Positive(t, in.Counter("agentq_events_nakked_total", nil), "the scorer met the outage and nakked")
 	proxy.Up(t)
 	requireTotals(t, in, w, 120*time.Second)
-	requireStreamReference(t, n, in.deps.Pool, tenant)
+	requireStreamReference(t, n, in.Deps.Pool, tenant)
 	require.Empty(t, testenv.DeadLetters(t, n.JS), "an outage dead-letters nothing")
 }
 
@@ -561,9 +512,9 @@ func TestTwoScorersSplitTheWork(t *testing.T) {
 	w := newWorkload(t, tenant, 1500, 7)
 	publishAll(t, newPublisher(t, n.JS), w.events)
 	requireTotals(t, a, w, 120*time.Second)
-	t.Logf("acked: a=%v b=%v", a.acked(), b.acked())
-	require.Positive(t, a.acked(), "first scorer took a share")
-	require.Positive(t, b.acked(), "second scorer took a share")
-	require.Equal(t, float64(len(w.events)), a.acked()+b.acked(), "every event acked exactly once")
-	requireStreamReference(t, n, a.deps.Pool, tenant)
+	t.Logf("acked: a=%v b=%v", acked(a), acked(b))
+	require.Positive(t, acked(a), "first scorer took a share")
+	require.Positive(t, acked(b), "second scorer took a share")
+	require.Equal(t, float64(len(w.events)), acked(a)+acked(b), "every event acked exactly once")
+	requireStreamReference(t, n, a.Deps.Pool, tenant)
 }

@@ -59,7 +59,7 @@ func BenchmarkLLMThroughput(b *testing.B) {
 
 // histogram returns the sum and count of a histogram of in's registry.
 func histogram(in *instance, name string) (sum, count float64) {
-	mfs, _ := in.deps.Registry.Gather()
+	mfs, _ := in.Deps.Registry.Gather()
 	for _, mf := range mfs {
 		if mf.GetName() == name {
 			for _, m := range mf.GetMetric() {

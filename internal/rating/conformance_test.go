@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/conformance"
@@ -34,13 +33,7 @@ func TestRaterConformance(t *testing.T) {
 		ResultSubjects: []string{"tool.rated.*", "prompt.rated.*"},
 		Start: func(t *testing.T, cfg config.Config) conformance.Copy {
 			require.Empty(t, cfg.LLM.BaseURL, "the rules rater")
-			ctx, cancel := context.WithCancel(context.Background())
-			d, err := app.Start(ctx, cfg, "rater", testenv.Logger(t))
-			require.NoError(t, err)
-			in := &instance{deps: d, cancel: cancel, done: make(chan error, 1)}
-			go func() { in.done <- app.Run(ctx, d, rating.Consumer) }()
-			t.Cleanup(in.stop)
-			return copyOf{in}
+			return testenv.StartProcess(t, cfg, "rater", rating.Consumer)
 		},
 		Workload: workload,
 		State: func(t *testing.T, pool *pgxpool.Pool, tenant string) any {
@@ -54,11 +47,6 @@ func TestRaterConformance(t *testing.T) {
 		},
 	})
 }
-
-type copyOf struct{ in *instance }
-
-func (c copyOf) Stop() { c.in.stop() }
-func (c copyOf) Kill() { c.in.kill() }
 
 // workload returns n tool calls and prompt uses of every kind the rules
 // tell apart, some skipped (no output, self-rated), deterministic in seed.

@@ -111,7 +111,7 @@ func TestScorerFoldsRatingsAndReplaysWithoutTheModel(t *testing.T) {
 	var m *quality.Metrics
 	testenv.Eventually(t, 60*time.Second, func() bool {
 		var err error
-		m, err = quality.Get(context.Background(), in.deps.Pool, key)
+		m, err = quality.Get(context.Background(), in.Deps.Pool, key)
 		return err == nil && m != nil && m.RatingCount == 1 && m.TotalCalls == 1
 	}, "the scorer counted the call and its rating")
 	require.Equal(t, int64(900_000), m.RatingSumMicro, "the rating, 0.9, in micro-units")
@@ -122,11 +122,11 @@ func TestScorerFoldsRatingsAndReplaysWithoutTheModel(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rep, err := replay.Rebuild(ctx, r.nats.JS, in.deps.Pool, reg, quality.RebuildTarget(in.deps.Pool, quality.Options{}, zerolog.Nop()),
+	rep, err := replay.Rebuild(ctx, r.nats.JS, in.Deps.Pool, reg, quality.RebuildTarget(in.Deps.Pool, quality.Options{}, zerolog.Nop()),
 		replay.Options{Tenant: r.tenant, Log: zerolog.Nop()})
 	require.NoError(t, err)
 	require.Equal(t, 2, rep.Events, "tool.executed and tool.rated")
-	after, err := quality.Get(context.Background(), in.deps.Pool, key)
+	after, err := quality.Get(context.Background(), in.Deps.Pool, key)
 	require.NoError(t, err)
 	require.Equal(t, before.RatingSumMicro, after.RatingSumMicro)
 	require.Equal(t, before.RatingCount, after.RatingCount)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/app"
@@ -64,11 +63,7 @@ func newPublisher(t testing.TB, n *testenv.NATS) *bus.Publisher {
 }
 
 // instance is one agentq process embedded in the test.
-type instance struct {
-	deps   *app.Deps
-	cancel context.CancelFunc
-	done   chan error
-}
+type instance = testenv.Process
 
 // start runs consumers (the rater by default) with the rig's configuration.
 func (r *rig) start(t testing.TB, consumers ...app.Consumer) *instance {
@@ -76,65 +71,7 @@ func (r *rig) start(t testing.TB, consumers ...app.Consumer) *instance {
 	if len(consumers) == 0 {
 		consumers = []app.Consumer{rating.Consumer}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	d, err := app.Start(ctx, r.cfg, "rater-test", testenv.Logger(t))
-	require.NoError(t, err)
-	in := &instance{deps: d, cancel: cancel, done: make(chan error, 1)}
-	go func() { in.done <- app.Run(ctx, d, consumers...) }()
-	t.Cleanup(in.stop)
-	return in
-}
-
-func (in *instance) stop() {
-	if in.cancel == nil {
-		return
-	}
-	in.cancel()
-	<-in.done
-	_ = in.deps.Close(context.Background())
-	in.cancel = nil
-}
-
-func (in *instance) kill() {
-	if in.cancel == nil {
-		return
-	}
-	in.deps.NC.Close()
-	in.cancel()
-	<-in.done
-	in.deps.Pool.Close()
-	in.cancel = nil
-}
-
-// counter sums the series of a counter whose labels include match.
-func (in *instance) counter(name string, match map[string]string) float64 {
-	return gather(in.deps.Registry, name, match)
-}
-
-func gather(reg prometheus.Gatherer, name string, match map[string]string) float64 {
-	mfs, _ := reg.Gather()
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metric:
-		for _, m := range mf.GetMetric() {
-			for k, v := range match {
-				found := false
-				for _, l := range m.GetLabel() {
-					if l.GetName() == k && l.GetValue() == v {
-						found = true
-					}
-				}
-				if !found {
-					continue metric
-				}
-			}
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
+	return testenv.StartProcess(t, r.cfg, "rater-test", consumers...)
 }
 
 // toolEvent builds a tool.executed event of the rig's tenant.
@@ -184,7 +121,7 @@ func (r *rig) republish(t *testing.T, ev event.Event) {
 func (r *rig) applied(t *testing.T, in *instance) int {
 	t.Helper()
 	var n int
-	require.NoError(t, in.deps.Pool.QueryRow(context.Background(),
+	require.NoError(t, in.Deps.Pool.QueryRow(context.Background(),
 		`SELECT count(*) FROM inbox WHERE consumer = 'rater' AND tenant_id = $1`, r.tenant).Scan(&n))
 	return n
 }
@@ -208,7 +145,7 @@ func (r *rig) drained(t *testing.T) {
 
 func (r *rig) ratings(t *testing.T, in *instance) []rating.Stored {
 	t.Helper()
-	got, err := rating.List(context.Background(), in.deps.Pool, r.tenant)
+	got, err := rating.List(context.Background(), in.Deps.Pool, r.tenant)
 	require.NoError(t, err)
 	return got
 }
