@@ -62,8 +62,8 @@ func (r *Runner) deadLetter(ctx context.Context, d *Delivery, code string, cause
 	if id := d.Event.ID(); id != "" {
 		dl.Header.Set(HeaderDLQEventID, loggable(id))
 		dl.Header.Set(HeaderDLQEventType, loggable(d.Event.Type()))
-	} else if d.rawID != "" {
-		dl.Header.Set(HeaderDLQEventID, d.rawID)
+	} else if raw := d.rawID(); raw != "" {
+		dl.Header.Set(HeaderDLQEventID, raw)
 	}
 	const margin = 1024 // the subject, the protocol line and the header block's framing
 	size := wireHeaderBytes(dl.Header) + wireHeaderBytes(m.Headers()) + len(m.Data()) + margin

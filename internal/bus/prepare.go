@@ -13,7 +13,7 @@ import (
 // reason it must be dead-lettered. The delivery is returned even on error
 // so the dead letter can carry what was learnt.
 func (r *Runner) prepare(ctx context.Context, m jetstream.Msg) (*Delivery, error) {
-	d := &Delivery{Subject: m.Subject(), msg: m, rawID: loggable(headerValue(m.Headers(), headerPrefix+"id"))}
+	d := &Delivery{Subject: m.Subject(), msg: m}
 	if meta, err := m.Metadata(); err == nil {
 		d.StreamSeq, d.NumDelivered, d.Time = meta.Sequence.Stream, meta.NumDelivered, meta.Timestamp
 	}
@@ -38,7 +38,7 @@ func (r *Runner) prepare(ctx context.Context, m jetstream.Msg) (*Delivery, error
 // still carries what was learnt, and the error's reason code is that of
 // the dead letter a runner would have written (see ReasonOf).
 func Read(m jetstream.Msg, schema Validator, maxPayload int) (*Delivery, error) {
-	d := &Delivery{Subject: m.Subject(), msg: m, rawID: loggable(headerValue(m.Headers(), headerPrefix+"id"))}
+	d := &Delivery{Subject: m.Subject(), msg: m}
 	if meta, err := m.Metadata(); err == nil {
 		d.StreamSeq, d.NumDelivered, d.Time = meta.Sequence.Stream, meta.NumDelivered, meta.Timestamp
 	}
@@ -110,4 +110,13 @@ func loggable(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// rawID is the ce-id header as received, made loggable: what names an event
+// that could not be decoded. Computed only when needed, off the hot path.
+func (d *Delivery) rawID() string {
+	if d.msg == nil {
+		return ""
+	}
+	return loggable(headerValue(d.msg.Headers(), headerPrefix+"id"))
 }

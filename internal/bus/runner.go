@@ -31,7 +31,6 @@ type Delivery struct {
 	Failures     int
 
 	msg   jetstream.Msg
-	rawID string // ce-id as received, for logs when decoding failed
 	// unsettled counts earlier deliveries that ended with no decision
 	// recorded: the process died or hung while holding the event.
 	unsettled uint64
@@ -380,7 +379,7 @@ func (r *Runner) backoff(n int) time.Duration {
 func (r *Runner) eventLog(e *zerolog.Event, d *Delivery) *zerolog.Event {
 	id := d.Event.ID()
 	if id == "" {
-		id = d.rawID
+		id = d.rawID()
 	}
 	return e.Str("event_id", id).Str("type", d.Event.Type()).Str("tenant", d.Tenant).
 		Str("subject", d.Subject).Uint64("stream_seq", d.StreamSeq)
