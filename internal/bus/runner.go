@@ -30,7 +30,7 @@ type Delivery struct {
 	NumDelivered uint64
 	Failures     int
 
-	msg   jetstream.Msg
+	msg jetstream.Msg
 	// unsettled counts earlier deliveries that ended with no decision
 	// recorded: the process died or hung while holding the event.
 	unsettled uint64
