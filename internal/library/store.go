@@ -1,0 +1,174 @@
+package library
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pgvector/pgvector-go"
+)
+
+// DB is what the store needs: a pgx.Tx, *pgx.Conn or *pgxpool.Pool.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Row is a version as stored: the prompt, where it came from, and its
+// vector.
+type Row struct {
+	Prompt
+	EventID   string
+	StreamSeq uint64
+	Embedding []float32 // nil: not embedded (yet)
+	Model     string
+}
+
+// ErrNotFound is returned when a prompt, version or label does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Insert stores r unless (tenant, id, version) exists; it reports whether it
+// did. The caller decides what an existing version means (Get and compare
+// hashes).
+func Insert(ctx context.Context, db DB, r Row) (bool, error) {
+	params, err := json.Marshal(nonNilParams(r.Parameters))
+	if err != nil {
+		return false, fmt.Errorf("encode parameters: %w", err)
+	}
+	var meta any
+	if len(r.Metadata) > 0 {
+		meta = r.Metadata
+	}
+	var vec any
+	if r.Embedding != nil {
+		vec = pgvector.NewVector(r.Embedding)
+	}
+	tag, err := db.Exec(ctx, `
+INSERT INTO prompts (tenant_id, id, version, hash, type, name, description, content, parameters,
+                     tags, author, metadata, created_at, event_id, stream_seq, embedding, embedding_model, embedding_dim)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+ON CONFLICT (tenant_id, id, version) DO NOTHING`,
+		r.Tenant, r.ID, r.Version, r.Hash, r.Type, r.Name, r.Description, r.Content, params,
+		nonNilTags(r.Tags), r.Author, meta, r.CreatedAt.UTC(), r.EventID, int64(r.StreamSeq), vec, r.Model, len(r.Embedding))
+	if err != nil {
+		return false, fmt.Errorf("insert prompt %s@%d: %w", r.ID, r.Version, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Head returns the newest version of a prompt and its hash, or
+// ErrNotFound.
+func Head(ctx context.Context, db DB, tenant, id string) (version int, hash string, err error) {
+	err = db.QueryRow(ctx, `SELECT version, hash FROM prompts WHERE tenant_id = $1 AND id = $2 ORDER BY version DESC LIMIT 1`,
+		tenant, id).Scan(&version, &hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, "", ErrNotFound
+	}
+	return version, hash, err
+}
+
+// HashOf returns the hash of one version, or ErrNotFound.
+func HashOf(ctx context.Context, db DB, tenant, id string, version int) (string, error) {
+	var h string
+	err := db.QueryRow(ctx, `SELECT hash FROM prompts WHERE tenant_id = $1 AND id = $2 AND version = $3`,
+		tenant, id, version).Scan(&h)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	return h, err
+}
+
+// Columns is the select list Scan reads, for queries over prompts p.
+const Columns = `p.tenant_id, p.id, p.version, p.hash, p.type, p.name, p.description, p.content, p.parameters,
+p.tags, p.author, p.metadata, p.created_at,
+coalesce((SELECT array_agg(l.label ORDER BY l.label) FROM prompt_labels l
+          WHERE l.tenant_id = p.tenant_id AND l.prompt_id = p.id AND l.version = p.version), '{}')`
+
+// Scan reads a row selected with Columns (plus any columns after them,
+// given in more).
+func Scan(row pgx.Row, more ...any) (Prompt, error) {
+	var p Prompt
+	var params []byte
+	var meta []byte
+	dest := append([]any{&p.Tenant, &p.ID, &p.Version, &p.Hash, &p.Type, &p.Name, &p.Description, &p.Content, &params,
+		&p.Tags, &p.Author, &meta, &p.CreatedAt, &p.Labels}, more...)
+	if err := row.Scan(dest...); err != nil {
+		return p, err
+	}
+	if len(params) > 0 {
+		if err := json.Unmarshal(params, &p.Parameters); err != nil {
+			return p, fmt.Errorf("decode parameters of %s@%d: %w", p.ID, p.Version, err)
+		}
+	}
+	if len(meta) > 0 && string(meta) != "null" {
+		p.Metadata = meta
+	}
+	p.CreatedAt = p.CreatedAt.UTC()
+	return p, nil
+}
+
+// Get returns one version of tenant's prompt, or ErrNotFound.
+func Get(ctx context.Context, db DB, tenant, id string, version int) (Prompt, error) {
+	p, err := Scan(db.QueryRow(ctx, `SELECT `+Columns+` FROM prompts p WHERE p.tenant_id = $1 AND p.id = $2 AND p.version = $3`,
+		tenant, id, version))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, ErrNotFound
+	}
+	return p, err
+}
+
+// SetLabel points label at version unless a newer prompt.activated (by
+// stream sequence) already moved it; it reports whether it applied.
+func SetLabel(ctx context.Context, db DB, tenant, promptID, label string, version int, seq uint64, eventID string, at time.Time) (bool, error) {
+	tag, err := db.Exec(ctx, `
+INSERT INTO prompt_labels (tenant_id, prompt_id, label, version, stream_seq, event_id, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (tenant_id, prompt_id, label) DO UPDATE
+SET version = excluded.version, stream_seq = excluded.stream_seq, event_id = excluded.event_id, updated_at = excluded.updated_at
+WHERE prompt_labels.stream_seq < excluded.stream_seq`,
+		tenant, promptID, label, version, int64(seq), eventID, at.UTC())
+	if err != nil {
+		return false, fmt.Errorf("set label %s of %s: %w", label, promptID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// LabelsOf returns the labels pointing at one version, sorted.
+func LabelsOf(ctx context.Context, db DB, tenant, id string, version int) ([]string, error) {
+	rows, err := db.Query(ctx, `SELECT label FROM prompt_labels WHERE tenant_id = $1 AND prompt_id = $2 AND version = $3 ORDER BY label`,
+		tenant, id, version)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// Reset deletes tenant's prompts and labels ("" = every tenant), for a
+// rebuild.
+func Reset(ctx context.Context, db DB, tenant string) error {
+	for _, table := range []string{"prompt_labels", "prompts"} {
+		if _, err := db.Exec(ctx, `DELETE FROM `+table+` WHERE $1 = '' OR tenant_id = $1`, tenant); err != nil {
+			return fmt.Errorf("reset %s: %w", table, err)
+		}
+	}
+	return nil
+}
+
+func nonNilParams(p []Param) []Param {
+	if p == nil {
+		return []Param{}
+	}
+	return p
+}
+
+func nonNilTags(t []string) []string {
+	if t == nil {
+		return []string{}
+	}
+	return t
+}
