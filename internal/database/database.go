@@ -278,6 +278,16 @@ func (u *Unit) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, er
 	return u.conn.Query(ctx, sql, args...)
 }
 
+// Exec runs a statement inside the transaction.
+func (u *Unit) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return u.conn.Exec(ctx, sql, args...)
+}
+
+// QueryRow runs a query returning one row inside the transaction.
+func (u *Unit) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return u.conn.QueryRow(ctx, sql, args...)
+}
+
 // Commit sends b's statements and COMMIT in one round trip.
 func (u *Unit) Commit(ctx context.Context, b *pgx.Batch) error {
 	b.Queue(`COMMIT`)

@@ -51,6 +51,11 @@ type Target struct {
 	Reset func(ctx context.Context, tx pgx.Tx, tenant string) error
 	// Handler applies events; it must publish nothing (see outbox.Discard).
 	Handler bus.BatchHandler
+	// Prepare, when set, runs after the reset and before the history is
+	// read, with the horizon: a consumer whose decisions depend on what it
+	// applied before reads them back from its own results here (see
+	// indexer.StreamFacts).
+	Prepare func(ctx context.Context, js jetstream.JetStream, tenant string, horizon uint64) error
 }
 
 // Options tune a rebuild.
@@ -104,6 +109,11 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, pool *pgxpool.Pool, sc
 	}
 	if rep.Horizon, err = start(ctx, pool, stream, t, o.Tenant); err != nil {
 		return rep, err
+	}
+	if t.Prepare != nil {
+		if err := t.Prepare(ctx, js, o.Tenant, rep.Horizon); err != nil {
+			return rep, fmt.Errorf("rebuild %s: prepare (the rebuild record stays; run it again): %w", t.Consumer, err)
+		}
 	}
 	if err := apply(ctx, js, schema, t, o, &rep); err != nil {
 		return rep, fmt.Errorf("rebuild %s (the rebuild record stays: results stay withheld until a rebuild completes; run it again): %w", t.Consumer, err)

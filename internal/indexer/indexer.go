@@ -1,0 +1,206 @@
+// Package indexer is agentq's indexer consumer: it applies prompt.created,
+// prompt.activated and tool.registered to the prompt library
+// (internal/library) and the tool registry (internal/registry), embeds what
+// it stores, keeps a read model of other consumers' results for search
+// (quality.changed, tool.degraded / quarantined / recovered), publishes
+// prompt.indexed, tool.indexed and indexer.rejected, and serves search
+// (internal/search) over NATS request/reply.
+//
+// Decisions that depend on what was applied before (the next free version,
+// which of two conflicting creates won, whether a definition is unchanged,
+// whether an activated version existed) are facts the indexer publishes in
+// its results. A rebuild reads those facts back from the stream and follows
+// them (see Facts), so replay gives the state live processing gave whatever
+// order two copies applied events in.
+package indexer
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"sort"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/database"
+	"github.com/agentq/agentq/internal/embed"
+	"github.com/agentq/agentq/internal/library"
+)
+
+// Options configures the indexer.
+type Options struct {
+	// Consumer names the durable consumer and the inbox. Default "indexer".
+	Consumer string
+}
+
+func (o Options) withDefaults() Options {
+	if o.Consumer == "" {
+		o.Consumer = "indexer"
+	}
+	return o
+}
+
+// Sender stores results in a transaction and publishes them after commit.
+// *outbox.Outbox satisfies it.
+type Sender interface {
+	Queue(b *pgx.Batch, evs ...event.Event) error
+	Send(ctx context.Context, evs []event.Event) error
+}
+
+// Embedders are the models in force: one for prompts, one for tools (they
+// may be the same).
+type Embedders struct {
+	Prompts, Tools embed.Embedder
+}
+
+// Indexer applies batches of events.
+type Indexer struct {
+	pool  *pgxpool.Pool
+	out   Sender
+	emb   Embedders
+	opts  Options
+	log   zerolog.Logger
+	facts Facts // nil live; set by a rebuild
+}
+
+// New returns an indexer writing to pool and publishing through out.
+func New(pool *pgxpool.Pool, out Sender, emb Embedders, opts Options, log zerolog.Logger) *Indexer {
+	return &Indexer{pool: pool, out: out, emb: emb, opts: opts.withDefaults(), log: log}
+}
+
+// Handle is the indexer's bus.BatchHandler. Embeddings are computed first,
+// outside any transaction; then one transaction claims the batch's events
+// in the inbox, applies the fresh ones in stream order and stores their
+// results in the outbox; the results are published after commit.
+func (ix *Indexer) Handle(ctx context.Context, batch []*bus.Delivery) []error {
+	errs := make([]error, len(batch))
+	ops := make([]op, len(batch))
+	var valid []int
+	for i, d := range batch {
+		o, err := decode(d)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		ops[i] = o
+		valid = append(valid, i)
+	}
+	valid = ix.embed(ctx, ops, valid, errs)
+	if len(valid) == 0 {
+		return errs
+	}
+	results, err := ix.apply(ctx, ops, valid)
+	if err != nil {
+		err = database.Classify(err)
+		for _, i := range valid {
+			errs[i] = err
+		}
+		return errs
+	}
+	if err := ix.out.Send(ctx, results); err != nil {
+		ix.log.Warn().Err(err).Int("events", len(results)).Msg("indexer results left for the outbox relay")
+	}
+	return errs
+}
+
+// embed computes the vectors of the prompts and tools in valid, one call
+// per model, and returns the indexes still valid. An outage fails only the
+// events that needed a vector.
+func (ix *Indexer) embed(ctx context.Context, ops []op, valid []int, errs []error) []int {
+	for _, kind := range []opKind{opPrompt, opTool} {
+		e := ix.emb.Prompts
+		if kind == opTool {
+			e = ix.emb.Tools
+		}
+		var idx []int
+		var texts []string
+		for _, i := range valid {
+			if ops[i].kind == kind && ops[i].reject == nil && ops[i].text != "" {
+				idx = append(idx, i)
+				texts = append(texts, ops[i].text)
+			}
+		}
+		if len(texts) == 0 || e == nil {
+			continue
+		}
+		vecs, err := e.Embed(ctx, texts)
+		if err != nil && !bus.IsUnavailable(err) && len(texts) > 1 {
+			// One text the model refuses must not fail its neighbours:
+			// embed one by one to find it.
+			vecs, err = ix.embedEach(ctx, e, ops, idx, errs)
+		}
+		if err != nil {
+			for _, i := range idx {
+				errs[i] = fmt.Errorf("embed with %s: %w", e.Model(), err)
+			}
+			continue
+		}
+		for j, i := range idx {
+			if vecs[j] != nil {
+				ops[i].vec = vecs[j]
+			}
+		}
+	}
+	out := valid[:0]
+	for _, i := range valid {
+		if errs[i] == nil {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func (ix *Indexer) embedEach(ctx context.Context, e embed.Embedder, ops []op, idx []int, errs []error) ([][]float32, error) {
+	vecs := make([][]float32, len(idx))
+	for j, i := range idx {
+		v, err := e.Embed(ctx, []string{ops[i].text})
+		switch {
+		case err == nil:
+			vecs[j] = v[0]
+		case bus.IsUnavailable(err) || ctx.Err() != nil:
+			return nil, err
+		default:
+			// Stored without a vector: full text still finds it, and
+			// a reindex embeds it when the model accepts it.
+			ix.log.Warn().Err(err).Str("event_id", ops[i].d.Event.ID()).Msg("text not embedded; indexed for full-text search only")
+		}
+	}
+	return vecs, nil
+}
+
+// lockKeys takes transaction-scoped advisory locks on every prompt id and
+// tool name the fresh ops create or register, in a fixed order (no
+// deadlock between copies): two copies never pick the same next version.
+func lockKeys(ctx context.Context, tx library.DB, ops []op, fresh []int) error {
+	seen := map[int64]bool{}
+	var keys []int64
+	for _, i := range fresh {
+		var s string
+		switch ops[i].kind {
+		case opPrompt:
+			s = "prompt\x00" + ops[i].prompt.Tenant + "\x00" + ops[i].prompt.ID
+		case opTool:
+			s = "tool\x00" + ops[i].tool.Tenant + "\x00" + ops[i].tool.Name
+		default:
+			continue
+		}
+		h := fnv.New64a()
+		h.Write([]byte(s))
+		k := int64(h.Sum64())
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	sort.Slice(keys, func(a, b int) bool { return keys[a] < keys[b] })
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) WITH ORDINALITY AS u(k, n) ORDER BY n`, keys)
+	return err
+}
+
