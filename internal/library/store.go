@@ -40,9 +40,11 @@ func Insert(ctx context.Context, db DB, r Row) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("encode parameters: %w", err)
 	}
+	// JSON goes as text: []byte would be sent as bytea in the exec and
+	// simple protocols (PGlite).
 	var meta any
 	if len(r.Metadata) > 0 {
-		meta = r.Metadata
+		meta = string(r.Metadata)
 	}
 	var vec any
 	if r.Embedding != nil {
@@ -53,7 +55,7 @@ INSERT INTO prompts (tenant_id, id, version, hash, type, name, description, cont
                      tags, author, metadata, created_at, event_id, stream_seq, embedding, embedding_model, embedding_dim)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
 ON CONFLICT (tenant_id, id, version) DO NOTHING`,
-		r.Tenant, r.ID, r.Version, r.Hash, r.Type, r.Name, r.Description, r.Content, params,
+		r.Tenant, r.ID, r.Version, r.Hash, r.Type, r.Name, r.Description, r.Content, string(params),
 		nonNilTags(r.Tags), r.Author, meta, r.CreatedAt.UTC(), r.EventID, int64(r.StreamSeq), vec, r.Model, len(r.Embedding))
 	if err != nil {
 		return false, fmt.Errorf("insert prompt %s@%d: %w", r.ID, r.Version, err)

@@ -190,5 +190,5 @@ func nullJSON(b json.RawMessage) any {
 	if len(bytes.TrimSpace(b)) == 0 || string(bytes.TrimSpace(b)) == "null" {
 		return nil
 	}
-	return []byte(b)
+	return string(b) // as text: []byte would be sent as bytea in the exec protocol
 }
