@@ -90,8 +90,8 @@ one JSON object; --param values override it.`)
 and the _global ones, by meaning and by words, re-ranked by quality,
 recency and usage. Prints a table, best first, with each result's score and
 the components it is made of, and how the candidates were retrieved: when
-search fell back to words alone (the embedding provider is down) it says so
-and why.`)
+search fell back to words alone (the embedding provider is down) it says
+it is degraded, and why.`)
 	describe("prompt activate", "ID VERSION [--label production] [--reason TEXT] [--by WHO] [--json]", `Moves a label (default production) to a prompt version by publishing
 prompt.activated, waits for the indexer's answer and prints it: the labels
 now on the version, or why it was rejected (unknown_version). Agents that
@@ -197,7 +197,7 @@ func tenantFlag(fs *flag.FlagSet, e Env) *string {
 	if def == "" {
 		def = "default"
 	}
-	return fs.String("tenant", def, "tenant id ([a-z0-9_-]{1,64}); default: AGENTQ_TENANT, else default")
+	return fs.String("tenant", def, "tenant id ([a-z0-9_-]{1,64}); AGENTQ_TENANT sets the default")
 }
 
 // checkTenant returns a usage error when tenant is malformed.
@@ -873,11 +873,14 @@ func printCatalogReport(w io.Writer, c catalog, rep catalogReport, timeout time.
 		case outcomeNoAnswer:
 			detail = "event " + it.EventID
 		}
+		if it.Duplicate {
+			detail += " (published before, within the duplicate window: its earlier answer)"
+		}
 		outcome := it.Outcome
 		if outcome == outcomeNoAnswer {
 			outcome = "no answer"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", outcome, name, where, detail)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", outcome, name, where, strings.TrimSpace(detail))
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "%d %ss for tenant %s: %d created, %d unchanged, %d rejected, %d without an answer\n",

@@ -46,7 +46,7 @@ the _global ones, by meaning and by words, re-ranked by quality, recency and
 usage; quarantined tools are never returned. Prints a table, best first,
 with each tool's health, score and the components it is made of, and how
 the candidates were retrieved: when search fell back to words alone (the
-embedding provider is down) it says so and why.`)
+embedding provider is down) it says it is degraded, and why.`)
 }
 
 var toolSubcommands = []subcommand{
