@@ -1,0 +1,180 @@
+package search
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentq/agentq/internal/library"
+	"github.com/agentq/agentq/internal/service"
+)
+
+// PromptsRequest is search.prompts.request.v1.
+type PromptsRequest struct {
+	Query string   `json:"query"`
+	Type  string   `json:"type,omitempty"`
+	Tags  []string `json:"tags,omitempty"`
+	Limit int      `json:"limit,omitempty"`
+	// Params, when not nil (an empty object counts), renders every result.
+	Params map[string]any `json:"params,omitempty"`
+}
+
+// PromptsResponse is search.prompts.response.v1.
+type PromptsResponse struct {
+	Results   []PromptResult `json:"results"`
+	Retrieval Retrieval      `json:"retrieval"`
+	// RenderErrors lists the results that params did not render (a result
+	// without rendered): search returns prompts of every shape, and
+	// params meant for one rarely fit all, so a rendering failure never
+	// fails the search.
+	RenderErrors []RenderError `json:"render_errors,omitempty"`
+}
+
+// PromptResult is one prompt version found.
+type PromptResult struct {
+	Prompt     library.Prompt `json:"prompt"`
+	Score      float64        `json:"score"`
+	Components Components     `json:"components"`
+	Rendered   *string        `json:"rendered,omitempty"`
+}
+
+// RenderError says why one result has no rendering.
+type RenderError struct {
+	ID      string `json:"id"`
+	Version int    `json:"version"`
+	Code    string `json:"code"` // always rendering
+	Message string `json:"message"`
+}
+
+// Prompts searches tenant's and _global's prompts (see the package
+// comment). Errors are *service.Error for bad requests; database errors are
+// classified (bus.Unavailable for an outage).
+func (s *Searcher) Prompts(ctx context.Context, tenant string, req PromptsRequest) (PromptsResponse, error) {
+	if err := checkTenant(tenant); err != nil {
+		return PromptsResponse{}, err
+	}
+	q, err := checkQuery(req.Query)
+	if err != nil {
+		return PromptsResponse{}, err
+	}
+	limit, err := checkLimit(req.Limit, s.opts.PromptLimit, MaxPromptLimit)
+	if err != nil {
+		return PromptsResponse{}, err
+	}
+	if req.Type != "" && !slices.Contains(library.Types, req.Type) {
+		return PromptsResponse{}, service.BadRequest("type %q is not one of %v", truncate(req.Type, 40), library.Types)
+	}
+	if len(req.Tags) > 64 {
+		return PromptsResponse{}, service.BadRequest("%d tags; at most 64", len(req.Tags))
+	}
+	k := max(s.opts.PromptK, limit)
+	p := s.plan(ctx, s.emb.Prompts, q)
+
+	filter := `a.tenant_id IN ({tenant}, '_global')`
+	named := map[string]any{"tenant": tenant, "query": q, "k": k, "lexn": s.opts.LexicalCandidates}
+	if req.Type != "" {
+		filter += ` AND a.type = {type}`
+		named["type"] = req.Type
+	}
+	if len(req.Tags) > 0 {
+		filter += ` AND a.tags @> {tags}::text[]`
+		named["tags"] = req.Tags
+	}
+	// The version a consumer gets: labelled production, else the latest.
+	filter += ` AND a.version = coalesce(
+      (SELECT l.version FROM prompt_labels l WHERE l.tenant_id = a.tenant_id AND l.prompt_id = a.id AND l.label = 'production'),
+      (SELECT max(x.version) FROM prompts x WHERE x.tenant_id = a.tenant_id AND x.id = a.id))`
+	if p.mode != Lexical {
+		named["vec"] = p.vector()
+	}
+	tune := defaultTuning
+	ctes, err := tune.retrievalSQL(promptKind, p.mode, filter, p.model, len(p.vec))
+	if err != nil {
+		return PromptsResponse{}, err
+	}
+	sql, args := bind(ctes+`
+SELECT `+library.Columns+`, f.rrf, qs.quality, qs.calls, qs.last_used
+FROM fused f JOIN prompts p ON p.tenant_id = f.tenant_id AND p.id = f.id AND p.version = f.version
+LEFT JOIN LATERAL (
+  SELECT coalesce(sum(q.quality_score * q.total_calls) / nullif(sum(q.total_calls), 0)::float8, avg(q.quality_score)) AS quality,
+         coalesce(sum(q.total_calls), 0)::bigint AS calls, max(q.updated_at) AS last_used
+  FROM index_quality q
+  WHERE q.tenant_id IN ({tenant}, p.tenant_id) AND q.target = 'prompt' AND q.ref IN (p.hash, p.id || '@' || p.version)
+) qs ON true`, named)
+
+	type row struct {
+		prompt   library.Prompt
+		rrf      float64
+		quality  *float64
+		calls    int64
+		lastUsed *time.Time
+	}
+	var rows []row
+	err = s.query(ctx, p, k, sql, args, func(r pgx.Rows) error {
+		var x row
+		var err error
+		x.prompt, err = library.Scan(r, &x.rrf, &x.quality, &x.calls, &x.lastUsed)
+		rows = append(rows, x)
+		return err
+	})
+	if err != nil {
+		return PromptsResponse{}, fmt.Errorf("search prompts: %w", err)
+	}
+
+	now := time.Now()
+	var most int64
+	for _, x := range rows {
+		most = max(most, x.calls)
+	}
+	maxRRF := tune.maxRRF(p.mode)
+	w := s.opts.PromptWeights
+	results := make([]PromptResult, len(rows))
+	keys := make([]candidate, len(rows))
+	for i, x := range rows {
+		c := Components{Similarity: clamp01(x.rrf / maxRRF), Quality: s.opts.NeutralQuality, Usage: usage(x.calls, most)}
+		if x.quality != nil {
+			c.Quality = clamp01(*x.quality)
+		}
+		last := x.prompt.CreatedAt
+		if x.lastUsed != nil && x.lastUsed.After(last) {
+			last = *x.lastUsed
+		}
+		c.Recency = recency(last, now, s.opts.HalfLife)
+		results[i] = PromptResult{Prompt: x.prompt, Score: w.score(c), Components: c}
+		keys[i] = candidate{results[i].Score, x.prompt.Tenant, x.prompt.ID, x.prompt.Version}
+	}
+	order := make([]int, len(rows))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return better(keys[a], keys[b]) })
+	resp := PromptsResponse{Results: make([]PromptResult, 0, min(limit, len(rows))), Retrieval: p.retrieval()}
+	for _, i := range order[:min(limit, len(order))] {
+		r := results[i]
+		if req.Params != nil {
+			out, err := library.Render(r.Prompt.Content, r.Prompt.Parameters, req.Params)
+			if err != nil {
+				resp.RenderErrors = append(resp.RenderErrors, RenderError{
+					ID: r.Prompt.ID, Version: r.Prompt.Version, Code: service.CodeRendering, Message: renderMessage(err)})
+			} else {
+				r.Rendered = &out
+			}
+		}
+		resp.Results = append(resp.Results, r)
+	}
+	return resp, nil
+}
+
+// renderMessage is a rendering error for the client: Render's errors name
+// the parameters and the template position, nothing internal.
+func renderMessage(err error) string {
+	msg := err.Error()
+	if !errors.Is(err, library.ErrParams) && !errors.Is(err, library.ErrTemplate) {
+		msg = "cannot render: " + msg
+	}
+	return truncate(msg, 1000)
+}

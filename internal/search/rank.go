@@ -1,0 +1,111 @@
+package search
+
+import (
+	"cmp"
+	"math"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/service"
+)
+
+// Components are the parts of a score, each in 0..1.
+type Components struct {
+	Similarity float64 `json:"similarity"`
+	Quality    float64 `json:"quality"`
+	Recency    float64 `json:"recency"`
+	Usage      float64 `json:"usage"`
+}
+
+// Retrieval tells how the candidates were found.
+type Retrieval struct {
+	Mode     Mode   `json:"mode"`
+	Degraded bool   `json:"degraded"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+func pow2(x float64) float64 { return math.Exp2(x) }
+
+// clamp01 keeps a component in 0..1 whatever the read model holds.
+func clamp01(x float64) float64 {
+	switch {
+	case x != x || x < 0:
+		return 0
+	case x > 1:
+		return 1
+	}
+	return x
+}
+
+// usage is log(1+calls)/log(1+most): a few calls count, and the most used
+// candidate does not flatten every other.
+func usage(calls, most int64) float64 {
+	if most <= 0 || calls <= 0 {
+		return 0
+	}
+	return clamp01(math.Log1p(float64(calls)) / math.Log1p(float64(most)))
+}
+
+// candidate is what assembly sorts: its score, then a stable key.
+type candidate struct {
+	score   float64
+	tenant  string
+	name    string // prompt id or tool name
+	version int
+}
+
+// better orders by score, then by name, tenant and version, so equal
+// scores come out in the same order every time.
+func better(a, b candidate) int {
+	if c := cmp.Compare(b.score, a.score); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.name, b.name); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.tenant, b.tenant); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.version, a.version)
+}
+
+// maxQuery is the longest query accepted, in characters (the schemas').
+const maxQuery = 2000
+
+func checkTenant(tenant string) error {
+	if !bus.ValidTenant(tenant) {
+		return service.BadRequest("tenant %q does not match [a-z0-9_-]{1,64}", truncate(tenant, 80))
+	}
+	return nil
+}
+
+func checkQuery(q string) (string, error) {
+	if strings.TrimSpace(q) == "" {
+		return "", service.BadRequest("query is required: what the result should do, in plain language")
+	}
+	if n := utf8.RuneCountInString(q); n > maxQuery {
+		return "", service.BadRequest("query has %d characters; at most %d", n, maxQuery)
+	}
+	return strings.TrimSpace(q), nil
+}
+
+func checkLimit(limit, def, most int) (int, error) {
+	switch {
+	case limit == 0:
+		return def, nil
+	case limit < 1 || limit > most:
+		return 0, service.BadRequest("limit %d is out of range 1..%d", limit, most)
+	}
+	return limit, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

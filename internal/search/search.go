@@ -1,0 +1,235 @@
+// Package search answers agentq's request/reply searches over the indexer's
+// tables: search.prompts, search.tools and prompts.get (DESIGN §2.1, §4).
+//
+// A search runs seed 000/001's three stages:
+//
+//  1. Retrieve K candidates by hybrid retrieval, in one SQL statement: a
+//     pgvector HNSW kNN arm (cosine, over the rows embedded with the model
+//     in force, through the partial expression index EnsureIndexes
+//     creates) and a Postgres full-text arm, fused by reciprocal rank
+//     (k = 60). Both arms filter by tenant (the caller's and _global's
+//     rows), and by type and tags (prompts) or exclusions, quarantine and
+//     minimum quality (tools), so K candidates are K eligible ones.
+//  2. Re-rank by score = Σ weight × component over similarity (the fused
+//     reciprocal rank, normalised to 0..1), quality (the read model's
+//     quality score, a neutral value when there is none), recency
+//     (exponential decay with a half-life) and usage (calls, log-scaled,
+//     relative to the most used candidate).
+//  3. Assemble: sort by score, cut to the limit, render prompts when
+//     params are given, and return every component.
+//
+// When the embedding provider fails or is slow, the search answers from
+// the full-text arm alone and says so: retrieval {mode: lexical,
+// degraded: true, reason}.
+//
+// Prompt searches return, per prompt id, the version a consumer gets from
+// prompts.get without a version or label: the one labelled production,
+// else the latest. Agents search to find a prompt to use; an older or
+// unreleased version would be a surprise, and several versions of one
+// prompt would crowd out other prompts. prompts.get reaches any version.
+package search
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	"github.com/agentq/agentq/internal/embed"
+)
+
+// Weights weigh the components of a score. They need not add up to 1;
+// each must be 0 or more and at least one more than 0.
+type Weights struct {
+	Similarity float64
+	Quality    float64
+	Recency    float64
+	Usage      float64
+}
+
+func (w Weights) validate(name string) error {
+	for _, x := range []float64{w.Similarity, w.Quality, w.Recency, w.Usage} {
+		if x < 0 || x != x {
+			return fmt.Errorf("search: %s weights %+v: each must be 0 or more", name, w)
+		}
+	}
+	if w.Similarity+w.Quality+w.Recency+w.Usage == 0 {
+		return fmt.Errorf("search: %s weights are all 0", name)
+	}
+	return nil
+}
+
+// score is the weighted sum, always in this order, so a client that
+// recomputes it from the components gets the same float.
+func (w Weights) score(c Components) float64 {
+	return w.Similarity*c.Similarity + w.Quality*c.Quality + w.Recency*c.Recency + w.Usage*c.Usage
+}
+
+// Defaults of Options (seeds 000 and 001).
+const (
+	DefaultPromptK           = 20
+	DefaultPromptLimit       = 5
+	MaxPromptLimit           = 50
+	DefaultToolK             = 30
+	DefaultToolLimit         = 20
+	MaxToolLimit             = 100
+	DefaultHalfLife          = 168 * time.Hour
+	DefaultEFSearch          = 64
+	DefaultLexicalCandidates = 200
+	DefaultNeutralQuality    = 0.5
+	DefaultEmbedTimeout      = time.Second
+	DefaultCacheSize         = 1024
+)
+
+// DefaultPromptWeights and DefaultToolWeights are seed 000's and seed
+// 001's weights.
+var (
+	DefaultPromptWeights = Weights{Similarity: 0.4, Quality: 0.3, Recency: 0.2, Usage: 0.1}
+	DefaultToolWeights   = Weights{Similarity: 0.5, Quality: 0.35, Recency: 0.15}
+)
+
+// Options configure a Searcher. Zero values take the defaults above.
+type Options struct {
+	// PromptK and ToolK are how many candidates retrieval hands to
+	// re-ranking (each arm retrieves this many, and the fused list is cut
+	// to it). A request whose limit is larger gets limit candidates.
+	PromptK, ToolK int
+	// PromptLimit and ToolLimit are the results returned when a request
+	// gives no limit.
+	PromptLimit, ToolLimit int
+	// PromptWeights and ToolWeights weigh the score's components. A zero
+	// Weights takes the default; to switch one component off, set the
+	// others.
+	PromptWeights, ToolWeights Weights
+	// HalfLife is the recency component's half-life: a candidate last
+	// created or used HalfLife ago has recency 0.5.
+	HalfLife time.Duration
+	// EFSearch is hnsw.ef_search for the vector arm, raised to K when
+	// lower (pgvector returns at most ef_search rows per index scan).
+	EFSearch int
+	// LexicalCandidates bounds the full-text matches ranked per query and
+	// per query form (all words, any word), so a query matching most of a
+	// large corpus costs a bounded number of row reads.
+	LexicalCandidates int
+	// NeutralQuality is the quality of a candidate with no figures yet.
+	// Set it with a value in (0, 1]; 0 takes the default.
+	NeutralQuality float64
+	// EmbedTimeout bounds embedding the query; past it, the search
+	// answers from full text alone (degraded).
+	EmbedTimeout time.Duration
+	// CacheSize is how many query embeddings are kept (least recently
+	// used are dropped); negative disables the cache.
+	CacheSize int
+}
+
+func (o *Options) defaults() error {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.PromptK, DefaultPromptK)
+	def(&o.PromptLimit, DefaultPromptLimit)
+	def(&o.ToolK, DefaultToolK)
+	def(&o.ToolLimit, DefaultToolLimit)
+	def(&o.EFSearch, DefaultEFSearch)
+	def(&o.LexicalCandidates, DefaultLexicalCandidates)
+	def(&o.CacheSize, DefaultCacheSize)
+	if o.PromptWeights == (Weights{}) {
+		o.PromptWeights = DefaultPromptWeights
+	}
+	if o.ToolWeights == (Weights{}) {
+		o.ToolWeights = DefaultToolWeights
+	}
+	if o.HalfLife == 0 {
+		o.HalfLife = DefaultHalfLife
+	}
+	if o.NeutralQuality == 0 {
+		o.NeutralQuality = DefaultNeutralQuality
+	}
+	if o.EmbedTimeout == 0 {
+		o.EmbedTimeout = DefaultEmbedTimeout
+	}
+	var errs []error
+	for _, c := range []struct {
+		name    string
+		v, most int
+	}{
+		{"PromptK", o.PromptK, 1000}, {"ToolK", o.ToolK, 1000},
+		{"PromptLimit", o.PromptLimit, MaxPromptLimit}, {"ToolLimit", o.ToolLimit, MaxToolLimit},
+		{"EFSearch", o.EFSearch, 1000}, {"LexicalCandidates", o.LexicalCandidates, 100000},
+	} {
+		if c.v < 1 || c.v > c.most {
+			errs = append(errs, fmt.Errorf("search: %s %d is out of range 1..%d", c.name, c.v, c.most))
+		}
+	}
+	if o.HalfLife < 0 {
+		errs = append(errs, fmt.Errorf("search: HalfLife %s is negative", o.HalfLife))
+	}
+	if o.EmbedTimeout < 0 {
+		errs = append(errs, fmt.Errorf("search: EmbedTimeout %s is negative", o.EmbedTimeout))
+	}
+	if o.NeutralQuality < 0 || o.NeutralQuality > 1 {
+		errs = append(errs, fmt.Errorf("search: NeutralQuality %g is out of range 0..1", o.NeutralQuality))
+	}
+	errs = append(errs, o.PromptWeights.validate("prompt"), o.ToolWeights.validate("tool"))
+	return errors.Join(errs...)
+}
+
+// Embedders are the models in force for each kind; they may be the same.
+// A nil Embedder means that kind is searched by full text only (mode
+// lexical, not degraded).
+type Embedders struct {
+	Prompts, Tools embed.Embedder
+}
+
+// Mode is how candidates are retrieved.
+type Mode string
+
+// Modes of retrieval.
+const (
+	Hybrid  Mode = "hybrid"  // vector and full-text arms fused
+	Lexical Mode = "lexical" // full text only
+	Vector  Mode = "vector"  // vectors only
+)
+
+// Searcher answers searches and gets. Safe for concurrent use.
+type Searcher struct {
+	pool  *pgxpool.Pool
+	emb   Embedders
+	opts  Options
+	log   zerolog.Logger
+	force Mode // "" = hybrid when an embedder is set
+	cache *cache
+	pgv   *pgvectorInfo
+}
+
+// New returns a Searcher over pool. It fails only on invalid options.
+func New(pool *pgxpool.Pool, emb Embedders, opts Options, log zerolog.Logger) (*Searcher, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	return &Searcher{
+		pool:  pool,
+		emb:   emb,
+		opts:  opts,
+		log:   log.With().Str("component", "search").Logger(),
+		cache: newCache(opts.CacheSize),
+		pgv:   &pgvectorInfo{},
+	}, nil
+}
+
+// WithMode returns a Searcher sharing s's pool, cache and options that
+// always retrieves in mode m (agentq eval retrieval compares the arms
+// with it). Lexical needs no embedder; Vector and Hybrid fail over to
+// lexical, flagged degraded, like s does.
+func (s *Searcher) WithMode(m Mode) *Searcher {
+	c := *s
+	c.force = m
+	return &c
+}
+
+// Options returns the options in force, defaults filled in.
+func (s *Searcher) Options() Options { return s.opts }

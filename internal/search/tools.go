@@ -1,0 +1,195 @@
+package search
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentq/agentq/internal/registry"
+	"github.com/agentq/agentq/internal/service"
+)
+
+// ToolsRequest is search.tools.request.v1.
+type ToolsRequest struct {
+	Query        string   `json:"query"`
+	Limit        int      `json:"limit,omitempty"`
+	ExcludeNames []string `json:"exclude_names,omitempty"`
+	// MinQuality keeps tools whose quality is at least this; a tool with
+	// no figures yet counts as NeutralQuality, so new tools are not
+	// hidden by a modest bar.
+	MinQuality float64 `json:"min_quality,omitempty"`
+}
+
+// ToolsResponse is search.tools.response.v1.
+type ToolsResponse struct {
+	Results   []ToolResult `json:"results"`
+	Retrieval Retrieval    `json:"retrieval"`
+}
+
+// ToolResult is one tool found.
+type ToolResult struct {
+	Tool       Tool       `json:"tool"`
+	Score      float64    `json:"score"`
+	Components Components `json:"components"`
+}
+
+// Tool is a tool's current definition with its health from the read
+// model.
+type Tool struct {
+	Tenant      string          `json:"tenant"`
+	Name        string          `json:"name"`
+	Version     int             `json:"version"`
+	Hash        string          `json:"content_hash"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	Server      string          `json:"server,omitempty"`
+	Tags        []string        `json:"tags,omitempty"`
+	// State is healthy, warning, degraded or probation; absent before any
+	// tool.degraded/recovered. A quarantine that has expired reads as
+	// probation (the degrader's next state) until its event arrives.
+	State string `json:"state,omitempty"`
+	// QualityScore is the read model's figure, absent while there is none.
+	QualityScore *float64 `json:"quality_score,omitempty"`
+}
+
+// Tools searches tenant's and _global's tools; quarantined ones (a health
+// row of the caller or of the tool's tenant saying quarantined, not
+// expired) are never returned.
+func (s *Searcher) Tools(ctx context.Context, tenant string, req ToolsRequest) (ToolsResponse, error) {
+	if err := checkTenant(tenant); err != nil {
+		return ToolsResponse{}, err
+	}
+	q, err := checkQuery(req.Query)
+	if err != nil {
+		return ToolsResponse{}, err
+	}
+	limit, err := checkLimit(req.Limit, s.opts.ToolLimit, MaxToolLimit)
+	if err != nil {
+		return ToolsResponse{}, err
+	}
+	if req.MinQuality < 0 || req.MinQuality > 1 || req.MinQuality != req.MinQuality {
+		return ToolsResponse{}, service.BadRequest("min_quality %g is out of range 0..1", req.MinQuality)
+	}
+	if len(req.ExcludeNames) > 256 {
+		return ToolsResponse{}, service.BadRequest("%d exclude_names; at most 256", len(req.ExcludeNames))
+	}
+	k := max(s.opts.ToolK, limit)
+	p := s.plan(ctx, s.emb.Tools, q)
+
+	named := map[string]any{"tenant": tenant, "query": q, "k": k, "lexn": s.opts.LexicalCandidates}
+	filter := `a.tenant_id IN ({tenant}, '_global')
+    AND NOT EXISTS (SELECT 1 FROM index_tool_health h
+                    WHERE h.tenant_id IN ({tenant}, a.tenant_id) AND h.tool_name = a.name
+                      AND h.quarantined AND (h.expires_at IS NULL OR h.expires_at > now()))`
+	if len(req.ExcludeNames) > 0 {
+		filter += ` AND NOT (a.name = ANY ({excl}::text[]))`
+		named["excl"] = req.ExcludeNames
+	}
+	if req.MinQuality > 0 {
+		filter += ` AND coalesce((SELECT ` + toolQuality + ` FROM index_quality q
+      WHERE q.tenant_id IN ({tenant}, a.tenant_id) AND q.target = 'tool' AND q.ref = a.name), {neutral}::float8) >= {minq}::float8`
+		named["neutral"], named["minq"] = s.opts.NeutralQuality, req.MinQuality
+	}
+	if p.mode != Lexical {
+		named["vec"] = p.vector()
+	}
+	tune := defaultTuning
+	ctes, err := tune.retrievalSQL(toolKind, p.mode, filter, p.model, len(p.vec))
+	if err != nil {
+		return ToolsResponse{}, err
+	}
+	sql, args := bind(ctes+`
+SELECT `+registry.Columns+`, f.rrf, qs.quality, qs.calls, qs.last_success, h.state, h.quarantined
+FROM fused f JOIN tools t ON t.tenant_id = f.tenant_id AND t.name = f.name
+LEFT JOIN LATERAL (
+  SELECT `+toolQuality+` AS quality, coalesce(sum(q.total_calls), 0)::bigint AS calls, max(q.last_success) AS last_success
+  FROM index_quality q WHERE q.tenant_id IN ({tenant}, t.tenant_id) AND q.target = 'tool' AND q.ref = t.name
+) qs ON true
+LEFT JOIN LATERAL (
+  SELECT h.state, h.quarantined FROM index_tool_health h
+  WHERE h.tenant_id IN ({tenant}, t.tenant_id) AND h.tool_name = t.name
+  ORDER BY h.tenant_id = {tenant} DESC LIMIT 1
+) h ON true`, named)
+
+	type row struct {
+		tool        registry.Tool
+		rrf         float64
+		quality     *float64
+		calls       int64
+		lastSuccess *time.Time
+		state       *string
+		quarantined *bool
+	}
+	var rows []row
+	err = s.query(ctx, p, k, sql, args, func(r pgx.Rows) error {
+		var x row
+		var err error
+		x.tool, err = registry.Scan(r, &x.rrf, &x.quality, &x.calls, &x.lastSuccess, &x.state, &x.quarantined)
+		rows = append(rows, x)
+		return err
+	})
+	if err != nil {
+		return ToolsResponse{}, fmt.Errorf("search tools: %w", err)
+	}
+
+	now := time.Now()
+	var most int64
+	for _, x := range rows {
+		most = max(most, x.calls)
+	}
+	maxRRF := tune.maxRRF(p.mode)
+	w := s.opts.ToolWeights
+	results := make([]ToolResult, len(rows))
+	keys := make([]candidate, len(rows))
+	for i, x := range rows {
+		c := Components{Similarity: clamp01(x.rrf / maxRRF), Quality: s.opts.NeutralQuality, Usage: usage(x.calls, most)}
+		t := Tool{Tenant: x.tool.Tenant, Name: x.tool.Name, Version: x.tool.Version, Hash: x.tool.Hash,
+			Description: x.tool.Description, InputSchema: x.tool.InputSchema, Server: x.tool.Server, Tags: x.tool.Tags}
+		if x.quality != nil {
+			qv := clamp01(*x.quality)
+			c.Quality, t.QualityScore = qv, &qv
+		}
+		last := x.tool.RegisteredAt
+		if x.lastSuccess != nil {
+			last = *x.lastSuccess
+		}
+		c.Recency = recency(last, now, s.opts.HalfLife)
+		if x.state != nil {
+			t.State = publicState(*x.state)
+		}
+		results[i] = ToolResult{Tool: t, Score: w.score(c), Components: c}
+		keys[i] = candidate{results[i].Score, t.Tenant, t.Name, 0}
+	}
+	order := make([]int, len(rows))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return better(keys[a], keys[b]) })
+	resp := ToolsResponse{Results: make([]ToolResult, 0, min(limit, len(rows))), Retrieval: p.retrieval()}
+	for _, i := range order[:min(limit, len(order))] {
+		resp.Results = append(resp.Results, results[i])
+	}
+	return resp, nil
+}
+
+// toolQuality is the quality of the index_quality rows q of one tool: the
+// mean weighted by calls, or the plain mean when none has calls; NULL
+// when there are no rows.
+const toolQuality = `coalesce(sum(q.quality_score * q.total_calls) / nullif(sum(q.total_calls), 0)::float8, avg(q.quality_score))`
+
+// publicState maps the degrader's states to the response's: a tool that
+// is returned is not quarantined, so a stale "quarantined" (expired) is
+// probation; anything unknown is left out.
+func publicState(s string) string {
+	switch s {
+	case "healthy", "warning", "degraded", "probation":
+		return s
+	case "quarantined":
+		return "probation"
+	}
+	return ""
+}
