@@ -523,12 +523,21 @@ func TestBadRequests(t *testing.T) {
 		call func() error
 	}{
 		{"prompts: no query", func() error { _, err := f.s.Prompts(ctx, ten, search.PromptsRequest{Query: "  "}); return err }},
-		{"prompts: limit", func() error { _, err := f.s.Prompts(ctx, ten, search.PromptsRequest{Query: "x", Limit: 51}); return err }},
-		{"prompts: type", func() error { _, err := f.s.Prompts(ctx, ten, search.PromptsRequest{Query: "x", Type: "poem"}); return err }},
+		{"prompts: limit", func() error {
+			_, err := f.s.Prompts(ctx, ten, search.PromptsRequest{Query: "x", Limit: 51})
+			return err
+		}},
+		{"prompts: type", func() error {
+			_, err := f.s.Prompts(ctx, ten, search.PromptsRequest{Query: "x", Type: "poem"})
+			return err
+		}},
 		{"prompts: tenant", func() error { _, err := f.s.Prompts(ctx, "Bad Tenant", search.PromptsRequest{Query: "x"}); return err }},
 		{"tools: limit", func() error { _, err := f.s.Tools(ctx, ten, search.ToolsRequest{Query: "x", Limit: 101}); return err }},
 		{"tools: negative limit", func() error { _, err := f.s.Tools(ctx, ten, search.ToolsRequest{Query: "x", Limit: -1}); return err }},
-		{"tools: min_quality", func() error { _, err := f.s.Tools(ctx, ten, search.ToolsRequest{Query: "x", MinQuality: 1.5}); return err }},
+		{"tools: min_quality", func() error {
+			_, err := f.s.Tools(ctx, ten, search.ToolsRequest{Query: "x", MinQuality: 1.5})
+			return err
+		}},
 		{"get: no id", func() error { _, err := f.s.Get(ctx, ten, search.GetRequest{}); return err }},
 		{"get: bad label", func() error { _, err := f.s.Get(ctx, ten, search.GetRequest{ID: "x", Label: "Prod!"}); return err }},
 		{"get: tenant", func() error { _, err := f.s.Get(ctx, "", search.GetRequest{ID: "x"}); return err }},
