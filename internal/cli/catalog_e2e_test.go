@@ -116,7 +116,7 @@ func TestPromptSeedActivateEndToEnd(t *testing.T) {
 	code, out, errOut = run(ctx, client, "", "prompt", "seed", examplePrompts, "--tenant", tenant, "--timeout", "60s")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "6 prompts for tenant "+tenant+": 6 created, 0 unchanged, 0 rejected, 0 without an answer")
-	require.Regexp(t, `(?m)^created\s+support-answer@1\s+\S+prompts\.yaml#1\s+hash [0-9a-f]{12} \(published before, within the duplicate window: its earlier answer\)$`, out)
+	require.Regexp(t, `(?m)^created\s+support-answer@1\s+\S+prompts\.yaml#1\s+hash [0-9a-f]{12} \(published earlier in the duplicate window: its answer\)$`, out)
 	require.Equal(t, uint64(6), countSubject(t, n.JS, subject), "nothing new was stored")
 
 	// A conflicting version is rejected with the indexer's reason; a
