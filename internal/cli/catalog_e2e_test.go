@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/indexer"
 	"github.com/agentq/agentq/internal/library"
 	"github.com/agentq/agentq/internal/registry"
@@ -58,11 +59,16 @@ func decodeReport(t *testing.T, out string) seedReport {
 }
 
 // withIndexer starts NATS and an indexer process on the test database and
-// returns a client environment for the commands.
-func withIndexer(t *testing.T) (*testenv.NATS, map[string]string) {
+// returns a client environment for the commands. configure, if not nil,
+// adjusts the indexer's configuration.
+func withIndexer(t *testing.T, configure ...func(*config.Config)) (*testenv.NATS, map[string]string) {
 	t.Helper()
 	n := testenv.StartNATS(t)
-	testenv.StartProcess(t, testenv.Config(t, n.URL), "indexer", indexer.Consumer)
+	cfg := testenv.Config(t, n.URL)
+	for _, c := range configure {
+		c(&cfg)
+	}
+	testenv.StartProcess(t, cfg, "indexer", indexer.Consumer)
 	return n, map[string]string{"AGENTQ_NATS_URL": n.URL}
 }
 
@@ -292,6 +298,17 @@ func TestToolRegisterEndToEnd(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Regexp(t, `(?m)^created\s+ping v1\s+stdin#1\s+hash [0-9a-f]{12}$`, out)
 	require.Contains(t, out, "1 tools for tenant "+tenant+": 1 created, 0 unchanged, 0 rejected, 0 without an answer")
+
+	// The same definition twice in one input is one event, and both
+	// entries report its answer.
+	before := countSubject(t, n.JS, "tool.registered."+tenant)
+	code, out, errOut = run(ctx, client, "- {name: echo, description: Repeat the input.}\n- {description: Repeat the input., name: echo}\n", "tool", "register", "-", "--tenant", tenant, "--json")
+	require.Equal(t, 0, code, errOut)
+	twice := decodeReport(t, out)
+	require.Equal(t, 2, twice.Created)
+	require.Equal(t, twice.Items[0].EventID, twice.Items[1].EventID)
+	require.Equal(t, []int{1, 2}, []int{twice.Items[0].Index, twice.Items[1].Index})
+	require.Equal(t, before+1, countSubject(t, n.JS, "tool.registered."+tenant))
 }
 
 // Without an indexer the events are stored and the command says nobody

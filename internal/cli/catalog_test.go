@@ -359,7 +359,7 @@ func TestParseParams(t *testing.T) {
 // The retrieval line says plainly when search is degraded, and why.
 func TestRetrievalLine(t *testing.T) {
 	require.Equal(t, "retrieval: hybrid", (&retrieval{Mode: "hybrid"}).describe())
-	require.Equal(t, "retrieval: lexical — DEGRADED (embedding provider unavailable: 503): results are found by words only",
+	require.Equal(t, "retrieval: lexical — DEGRADED: embedding provider unavailable: 503",
 		(&retrieval{Mode: "lexical", Degraded: true, Reason: "embedding provider\nunavailable: 503"}).describe())
 	require.Equal(t, "retrieval: not reported", (*retrieval)(nil).describe())
 }

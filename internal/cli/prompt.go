@@ -1269,17 +1269,7 @@ func (r *retrieval) describe() string {
 	if reason == "" {
 		reason = "no reason given"
 	}
-	return fmt.Sprintf("retrieval: %s — DEGRADED (%s): results are found by %s only", r.Mode, oneLineText(reason), modeWords(r.Mode))
-}
-
-func modeWords(mode string) string {
-	switch mode {
-	case "lexical":
-		return "words"
-	case "vector":
-		return "meaning"
-	}
-	return mode
+	return fmt.Sprintf("retrieval: %s — DEGRADED: %s", r.Mode, oneLineText(reason))
 }
 
 func runPromptSearch(ctx context.Context, e Env, cfg config.Config, args []string) error {
