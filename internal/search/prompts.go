@@ -91,7 +91,7 @@ func (s *Searcher) Prompts(ctx context.Context, tenant string, req PromptsReques
 	if p.mode != Lexical {
 		named["vec"] = p.vector()
 	}
-	tune := defaultTuning
+	tune := s.tune
 	ctes, err := tune.retrievalSQL(promptKind, p.mode, filter, p.model, len(p.vec))
 	if err != nil {
 		return PromptsResponse{}, err

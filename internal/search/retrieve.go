@@ -19,8 +19,8 @@ import (
 // rrfK is the reciprocal-rank constant (Cormack et al., 2009).
 const rrfK = 60
 
-// tuning holds the retrieval choices that were measured with agentq eval
-// retrieval (see fusion.md beside this file). Tests sweep them.
+// tuning holds the retrieval choices that were measured with
+// TestSweepFusion and agentq eval retrieval.
 type tuning struct {
 	// lexForm: "and" (websearch_to_tsquery: every word), "or" (any word of
 	// the query), "tiered" (the matches of both, those with every word
@@ -31,9 +31,26 @@ type tuning struct {
 	rankNorm int
 	// vecWeight and lexWeight weigh the arms in the fusion.
 	vecWeight, lexWeight float64
+	// minMatch is the share of the query's lexemes a full-text match
+	// must hold (Elasticsearch's minimum_should_match); orderByCov ranks
+	// the matches by that share first; scaleByCov scales a match's
+	// share of the fusion by it.
+	minMatch               float64
+	orderByCov, scaleByCov bool
+	// covPower raises the coverage when scaling (0 means 1).
+	covPower float64
 }
 
-var defaultTuning = tuning{lexForm: "tiered", rankFn: "ts_rank_cd", rankNorm: 0, vecWeight: 1, lexWeight: 1}
+// defaultTuning was chosen on internal/embed/testdata with the lexical and
+// sentence embedders (TestSweepFusion; figures in the package's report):
+// OR matching finds paraphrases AND misses, ordering matches by the share
+// of query words they hold and scaling their fusion share by its square
+// keeps one-word matches from pushing better vector candidates out of the
+// top 5 (tools with the sentence encoder: recall@5 0.775 → 0.875), and
+// ts_rank_cd against ts_rank or length normalisation made no difference
+// beyond noise.
+var defaultTuning = tuning{lexForm: "tiered", rankFn: "ts_rank_cd", vecWeight: 1, lexWeight: 1,
+	orderByCov: true, scaleByCov: true, covPower: 2}
 
 // kind describes one searchable table.
 type kind struct {
@@ -90,31 +107,57 @@ func (t tuning) retrievalSQL(k kind, mode Mode, filter, model string, dim int) (
 			rank += " + (a.search_text @@ lexq.andq)::int"
 		}
 		// The OR form joins the query's lexemes with |: plainto_tsquery
-		// writes them quoted and joined by " & ".
+		// writes them quoted and joined by " & ". lx lists the lexemes,
+		// so each match's coverage (share of them it holds) can gate and
+		// order the matches.
+		cov := `(SELECT count(*) FROM unnest(lexq.lx) w WHERE a.search_text @@ quote_literal(w)::tsquery)::float8 / greatest(cardinality(lexq.lx), 1)`
+		// The gate keeps weak matches from crowding out the vector arm's
+		// candidates; alone, full text takes every match.
+		minMatch := 0.0
+		if mode == Hybrid {
+			minMatch = t.minMatch
+		}
+		order := "c.lrank DESC"
+		if t.orderByCov {
+			order = "c.cov DESC, c.lrank DESC"
+		}
 		ctes = append(ctes, `lexq AS (SELECT websearch_to_tsquery('english', {query}) AS andq,
-  replace(plainto_tsquery('english', {query})::text, ' & ', ' | ')::tsquery AS orq)`,
+  replace(plainto_tsquery('english', {query})::text, ' & ', ' | ')::tsquery AS orq,
+  tsvector_to_array(to_tsvector('english', {query})) AS lx)`,
 			fmt.Sprintf(`lexm AS (%s)`, match),
 			fmt.Sprintf(`lex AS (
-  SELECT c.*, row_number() OVER (ORDER BY c.lrank DESC, %[1]s) AS r FROM (
-    SELECT %[2]s, %[3]s AS lrank
-    FROM lexm m JOIN %[4]s a USING (%[5]s) CROSS JOIN lexq
-    ORDER BY lrank DESC, %[2]s LIMIT {k}) c)`, keysC, keysA, rank, k.table, keys))
+  SELECT * FROM (
+    SELECT c.*, row_number() OVER (ORDER BY %[6]s, %[1]s) AS r FROM (
+      SELECT %[2]s, %[3]s AS lrank, %[7]s AS cov
+      FROM lexm m JOIN %[4]s a USING (%[5]s) CROSS JOIN lexq) c
+    WHERE c.cov >= %[8]g) d
+  WHERE d.r <= {k})`, keysC, keysA, rank, k.table, keys, order, cov, minMatch))
 	}
 	var fused string
 	switch mode {
 	case Lexical:
-		fused = fmt.Sprintf(`SELECT %s, NULL::float8 AS dist, l.lrank::float8 AS lrank, %g::float8 / (%d + l.r) AS rrf FROM lex l`,
-			k.cols("l"), t.lexWeight, rrfK)
+		fused = fmt.Sprintf(`SELECT %s, NULL::float8 AS dist, l.lrank::float8 AS lrank, %g::float8 * %s / (%d + l.r) AS rrf FROM lex l`,
+			k.cols("l"), t.lexWeight, t.covFactor(), rrfK)
 	case Vector:
 		fused = fmt.Sprintf(`SELECT %s, v.dist::float8 AS dist, NULL::float8 AS lrank, %g::float8 / (%d + v.r) AS rrf FROM vec v`,
 			k.cols("v"), t.vecWeight, rrfK)
 	default:
 		fused = fmt.Sprintf(`SELECT %[1]s, v.dist::float8 AS dist, l.lrank::float8 AS lrank,
-    coalesce(%[2]g::float8 / (%[4]d + v.r), 0) + coalesce(%[3]g::float8 / (%[4]d + l.r), 0) AS rrf
-  FROM vec v FULL JOIN lex l USING (%[1]s)`, keys, t.vecWeight, t.lexWeight, rrfK)
+    coalesce(%[2]g::float8 / (%[4]d + v.r), 0) + coalesce(%[3]g::float8 * %[5]s / (%[4]d + l.r), 0) AS rrf
+  FROM vec v FULL JOIN lex l USING (%[1]s)`, keys, t.vecWeight, t.lexWeight, rrfK, t.covFactor())
 	}
 	ctes = append(ctes, fmt.Sprintf("fused AS (%s\n  ORDER BY rrf DESC, %s LIMIT {k})", fused, keys))
 	return "WITH " + strings.Join(ctes, ",\n"), nil
+}
+
+func (t tuning) covFactor() string {
+	if t.scaleByCov {
+		if t.covPower > 1 {
+			return fmt.Sprintf("power(l.cov, %g)", t.covPower)
+		}
+		return "l.cov"
+	}
+	return "1"
 }
 
 // maxRRF is the fused score of a candidate ranked first by every arm of

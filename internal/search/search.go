@@ -204,6 +204,7 @@ type Searcher struct {
 	force Mode // "" = hybrid when an embedder is set
 	cache *cache
 	pgv   *pgvectorInfo
+	tune  tuning
 }
 
 // New returns a Searcher over pool. It fails only on invalid options.
@@ -218,6 +219,7 @@ func New(pool *pgxpool.Pool, emb Embedders, opts Options, log zerolog.Logger) (*
 		log:   log.With().Str("component", "search").Logger(),
 		cache: newCache(opts.CacheSize),
 		pgv:   &pgvectorInfo{},
+		tune:  defaultTuning,
 	}, nil
 }
 

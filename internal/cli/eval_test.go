@@ -1,0 +1,71 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/testenv"
+)
+
+// TestEvalRetrieval runs agentq eval retrieval on the tool and prompt sets
+// with the lexical embedder and checks the report's shape and floors: on
+// prompts quoted from their content every arm finds the prompt, and
+// hybrid is never below the better single arm at recall@5.
+func TestEvalRetrieval(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	env := map[string]string{"AGENTQ_DATABASE_URL": testenv.DatabaseURL(t)}
+	for _, tc := range []struct {
+		file, kind string
+		floor      float64 // hybrid recall@5
+	}{
+		{"tools.json", "tools", 0.2},
+		{"prompts.json", "", 1},
+		{"prompts-intent.json", "prompts", 0.85},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			args := []string{"eval", "retrieval", "--corpus", "../embed/testdata/" + tc.file, "--embedder", "lexical", "--json"}
+			if tc.kind != "" {
+				args = append(args, "--kind", tc.kind)
+			}
+			code, stdout, stderr := run(ctx, env, "", args...)
+			require.Equal(t, 0, code, stderr)
+			var rep struct {
+				Kind, Embedder string
+				Docs, Queries  int
+				Arms           []struct {
+					Arm      string
+					Recall5  float64 `json:"recall_at_5"`
+					Recall10 float64 `json:"recall_at_10"`
+					MRR      float64 `json:"mrr"`
+					Error    string
+				}
+			}
+			require.NoError(t, json.Unmarshal([]byte(stdout), &rep), stdout)
+			require.Equal(t, "agentq-lexical-v1", rep.Embedder)
+			require.Len(t, rep.Arms, 3)
+			by := map[string]float64{}
+			for _, a := range rep.Arms {
+				require.Empty(t, a.Error)
+				by[a.Arm] = a.Recall5
+			}
+			require.GreaterOrEqual(t, by["hybrid"], tc.floor, stdout)
+			require.GreaterOrEqual(t, by["hybrid"], max(by["lexical"], by["vector"]), stdout)
+		})
+	}
+
+	code, stdout, _ := run(ctx, env, "", "eval", "retrieval", "--corpus", "../embed/testdata/tools.json", "--embedder", "lexical")
+	require.Equal(t, 0, code)
+	require.Contains(t, stdout, "tools (tools): 40 docs, 40 queries, embedder agentq-lexical-v1")
+	require.Contains(t, stdout, "hybrid")
+
+	code, _, stderr := run(ctx, env, "", "eval", "retrieval")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--corpus is required")
+	code, _, _ = run(ctx, env, "", "eval", "precision")
+	require.Equal(t, 2, code)
+}
