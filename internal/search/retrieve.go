@@ -110,12 +110,13 @@ func (t tuning) retrievalSQL(k kind, mode Mode, filter, model string, dim int) (
 		// writes them quoted and joined by " & ". lx lists the lexemes,
 		// so each match's coverage (share of them it holds) can gate and
 		// order the matches.
-		cov := `(SELECT count(*) FROM unnest(lexq.lx) w WHERE a.search_text @@ quote_literal(w)::tsquery)::float8 / greatest(cardinality(lexq.lx), 1)`
+		// length counts a tsvector's lexemes; ts_delete drops the query's.
+		cov := `(length(a.search_text) - length(ts_delete(a.search_text, lexq.lx)))::float8 / greatest(cardinality(lexq.lx), 1)`
 		// The gate keeps weak matches from crowding out the vector arm's
 		// candidates; alone, full text takes every match.
-		minMatch := 0.0
-		if mode == Hybrid {
-			minMatch = t.minMatch
+		gate := ""
+		if mode == Hybrid && t.minMatch > 0 {
+			gate = fmt.Sprintf("WHERE c.cov >= %g", t.minMatch)
 		}
 		order := "c.lrank DESC"
 		if t.orderByCov {
@@ -130,8 +131,8 @@ func (t tuning) retrievalSQL(k kind, mode Mode, filter, model string, dim int) (
     SELECT c.*, row_number() OVER (ORDER BY %[6]s, %[1]s) AS r FROM (
       SELECT %[2]s, %[3]s AS lrank, %[7]s AS cov
       FROM lexm m JOIN %[4]s a USING (%[5]s) CROSS JOIN lexq) c
-    WHERE c.cov >= %[8]g) d
-  WHERE d.r <= {k})`, keysC, keysA, rank, k.table, keys, order, cov, minMatch))
+    %[8]s) d
+  WHERE d.r <= {k})`, keysC, keysA, rank, k.table, keys, order, cov, gate))
 	}
 	var fused string
 	switch mode {
