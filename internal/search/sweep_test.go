@@ -40,7 +40,7 @@ func TestSweepFusion(t *testing.T) {
 		{lexForm: "tiered", rankFn: "ts_rank_cd", vecWeight: 1, lexWeight: 1, minMatch: 0.5, orderByCov: true, scaleByCov: true},
 		{lexForm: "tiered", rankFn: "ts_rank_cd", vecWeight: 1, lexWeight: 1},
 		{lexForm: "tiered", rankFn: "ts_rank", vecWeight: 1, lexWeight: 1, orderByCov: true, scaleByCov: true, covPower: 2},
-		{lexForm: "tiered", rankFn: "ts_rank_cd", vecWeight: 1, lexWeight: 1, orderByCov: true, scaleByCov: true, covPower: 3},
+		{lexForm: "tiered", rankFn: "ts_rank_cd", vecWeight: 1, lexWeight: 1, orderByCov: true, scaleByCov: true, covPower: 2},
 		{lexForm: "tiered", rankFn: "ts_rank_cd", vecWeight: 1, lexWeight: 1, minMatch: 0.4, orderByCov: true, scaleByCov: true, covPower: 2},
 	}
 	for _, e := range embs {
