@@ -66,6 +66,12 @@ type Adapter struct {
 	// the order given (stream order), computed without the consumer's
 	// database or runner.
 	Reference func(deliveries []*bus.Delivery) any
+	// ReferenceReadsResults gives Reference the consumer's own results
+	// (ResultSubjects) too, in stream order among the inputs: for a
+	// consumer whose decisions depend on what it applied before and are
+	// published as facts (the indexer's next free version, the winner of
+	// two conflicting creates), the reference follows those facts.
+	ReferenceReadsResults bool
 	// Rebuild is the consumer as agentq replay rebuilds it.
 	Rebuild func(pool *pgxpool.Pool) replay.Target
 }

@@ -276,19 +276,25 @@ func (ix *Indexer) applyTool(ctx context.Context, tx library.DB, o *op) (*result
 }
 
 // applyQuality stores a quality.changed with compare-and-set on its state
-// version: a repeated or stale one changes nothing.
+// version: a repeated or stale one changes nothing. last_success is kept
+// apart, as a merge that does not depend on arrival order: the time of the
+// earliest quality.changed that reached the highest successes count seen.
 func applyQuality(ctx context.Context, tx library.DB, o *op) error {
 	q := o.quality
 	_, err := tx.Exec(ctx, `
-INSERT INTO index_quality (tenant_id, target, ref, state_version, quality_score, success_rate, total_calls, successes, last_success, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $8 > 0 THEN $9::timestamptz END, $9)
+INSERT INTO index_quality AS iq (tenant_id, target, ref, state_version, quality_score, success_rate, total_calls, successes, last_success, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $8::bigint > 0 THEN $9::timestamptz END, $9)
 ON CONFLICT (tenant_id, target, ref) DO UPDATE
-SET state_version = excluded.state_version, quality_score = excluded.quality_score,
-    success_rate = excluded.success_rate, total_calls = excluded.total_calls, successes = excluded.successes,
-    last_success = CASE WHEN excluded.successes > index_quality.successes THEN excluded.updated_at
-                        ELSE index_quality.last_success END,
-    updated_at = excluded.updated_at
-WHERE index_quality.state_version < excluded.state_version`,
+SET state_version = greatest(iq.state_version, excluded.state_version),
+    quality_score = CASE WHEN excluded.state_version > iq.state_version THEN excluded.quality_score ELSE iq.quality_score END,
+    success_rate  = CASE WHEN excluded.state_version > iq.state_version THEN excluded.success_rate ELSE iq.success_rate END,
+    total_calls   = CASE WHEN excluded.state_version > iq.state_version THEN excluded.total_calls ELSE iq.total_calls END,
+    updated_at    = CASE WHEN excluded.state_version > iq.state_version THEN excluded.updated_at ELSE iq.updated_at END,
+    successes     = greatest(iq.successes, excluded.successes),
+    last_success  = CASE WHEN excluded.successes > iq.successes THEN excluded.last_success
+                         WHEN excluded.successes = iq.successes THEN least(iq.last_success, excluded.last_success)
+                         ELSE iq.last_success END
+WHERE excluded.state_version > iq.state_version OR excluded.successes >= iq.successes`,
 		o.d.Tenant, q.target, q.ref, q.stateVersion, q.score, q.successRate, q.totalCalls, q.successes, o.at)
 	return err
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/embed"
 	"github.com/agentq/agentq/internal/indexer"
 	"github.com/agentq/agentq/internal/library"
@@ -256,4 +257,45 @@ func mustJSON(t *testing.T, v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	require.NoError(t, err)
 	return b
+}
+
+// quality.changed is applied with compare-and-set on state_version, in any
+// order; a prompt reported by hash and by id@version keeps both rows.
+func TestQualityReadModelIsOrderIndependent(t *testing.T) {
+	q := func(v, calls, successes int, score float64) map[string]any {
+		return map[string]any{"target": "tool", "tool_name": "search_docs", "state_version": v, "quality_score": score,
+			"success_rate": float64(successes) / float64(calls), "total_calls": calls, "successes": successes}
+	}
+	inOrder := newRig(t)
+	shuffled := newRig(t)
+	shuffled.tenant = inOrder.tenant + "b"
+	var ds, ds2 []*bus.Delivery
+	for _, data := range []map[string]any{q(1, 1, 1, 0.9), q(2, 2, 1, 0.6), q(3, 3, 2, 0.7), q(4, 4, 2, 0.5)} {
+		ds = append(ds, inOrder.delivery(t, indexer.TypeQualityChanged, data))
+	}
+	for _, d := range ds {
+		inOrder.handle(t, d)
+	}
+	// The same events (same sequences and times) in another order, with a
+	// repeat.
+	for _, i := range []int{3, 0, 2, 1, 3} {
+		d := *ds[i]
+		ev := d.Event.Clone()
+		ev.SetExtension("tenantid", shuffled.tenant)
+		d.Event, d.Tenant = ev, shuffled.tenant
+		ds2 = append(ds2, &d)
+	}
+	for _, d := range ds2 {
+		shuffled.handle(t, d)
+	}
+	ctx := context.Background()
+	a, err := indexer.ReadState(ctx, inOrder.pool, inOrder.tenant)
+	require.NoError(t, err)
+	b, err := indexer.ReadState(ctx, shuffled.pool, shuffled.tenant)
+	require.NoError(t, err)
+	require.Equal(t, a, b)
+	require.Equal(t, indexer.Compute("indexer-test", ds), a)
+	lastSuccess := ds[2].Event.Time().UTC() // successes reached 2 at state 3
+	require.Equal(t, []indexer.QualityRow{{Target: "tool", Ref: "search_docs", StateVersion: 4, Score: 0.5, SuccessRate: 0.5,
+		TotalCalls: 4, Successes: 2, LastSuccess: &lastSuccess, UpdatedAt: ds[3].Event.Time().UTC()}}, a.Quality)
 }

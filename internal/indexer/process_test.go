@@ -1,0 +1,102 @@
+package indexer_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/embed"
+	"github.com/agentq/agentq/internal/indexer"
+	"github.com/agentq/agentq/internal/library"
+	"github.com/agentq/agentq/internal/replay"
+	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/schemas"
+)
+
+// Creates without a version for one id, handled at once by two indexer
+// copies, each get their own version: 1..n, no gaps, no repeats, and each
+// create has exactly one prompt.indexed naming its version. A rebuild into
+// empty tables then gives the same library, following those results.
+func TestNextFreeVersionUnderTwoCopiesAndRebuild(t *testing.T) {
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(t, n.URL)
+	cfg.BatchSize = 4
+	tenant := testenv.Tenant(t)
+	reg, err := schemas.Load()
+	require.NoError(t, err)
+	pub := bus.NewPublisher(n.JS, reg)
+
+	var mu sync.Mutex
+	versions := map[string]float64{} // cause → version
+	sub, err := n.NC.Subscribe("prompt.indexed."+tenant, func(m *nats.Msg) {
+		ev, err := bus.Decode(m.Header, m.Data)
+		if err != nil {
+			return
+		}
+		var d struct {
+			Version float64 `json:"version"`
+			Outcome string  `json:"outcome"`
+		}
+		_ = json.Unmarshal(ev.Data(), &d)
+		mu.Lock()
+		defer mu.Unlock()
+		cause, _ := ev.Extensions()[bus.ExtCausation].(string)
+		if _, dup := versions[cause]; dup {
+			t.Errorf("two results for %s", cause)
+		}
+		if d.Outcome != "created" {
+			t.Errorf("outcome %q for %s", d.Outcome, cause)
+		}
+		versions[cause] = d.Version
+	})
+	require.NoError(t, err)
+	defer sub.Unsubscribe()
+
+	a := testenv.StartProcess(t, cfg, "indexer-a", indexer.Consumer)
+	b := testenv.StartProcess(t, cfg, "indexer-b", indexer.Consumer)
+	const count = 60
+	for i := range count {
+		ev, err := bus.NewEvent(indexer.TypePromptCreated, tenant, "test", map[string]any{
+			"id": "shared", "type": "task", "name": "Shared", "content": fmt.Sprintf("Variant %d", i)})
+		require.NoError(t, err)
+		_, err = pub.PublishAsync(ev)
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, pub.Flush(ctx))
+	testenv.Eventually(t, 60*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(versions) == count }, "every create answered")
+	seen := map[float64]bool{}
+	for _, v := range versions {
+		require.False(t, seen[v], "version %v given twice", v)
+		seen[v] = true
+		require.True(t, v >= 1 && v <= count, "version %v out of 1..%d", v, count)
+	}
+	pool := testenv.Pool(t)
+	live, err := indexer.ReadState(ctx, pool, tenant)
+	require.NoError(t, err)
+	require.Len(t, live.Prompts, count)
+	for _, p := range live.Prompts {
+		require.Equal(t, float64(p.Version), versions[p.EventID], "stored version of %s is the one published", p.EventID)
+		require.Equal(t, library.Hash("shared", p.Version, p.Content, "task"), p.Hash)
+	}
+
+	// Both copies stop; a rebuild follows the published decisions.
+	a.Stop()
+	b.Stop()
+	lex := embed.Lexical{}
+	rep, err := replay.Rebuild(ctx, n.JS, pool, reg, indexer.RebuildTarget(pool, indexer.Embedders{Prompts: lex, Tools: lex}, indexer.Options{}, testenv.Logger(t)),
+		replay.Options{Tenant: tenant, Log: testenv.Logger(t)})
+	require.NoError(t, err)
+	require.Equal(t, count, rep.Events)
+	rebuilt, err := indexer.ReadState(ctx, pool, tenant)
+	require.NoError(t, err)
+	require.Equal(t, live, rebuilt)
+}
