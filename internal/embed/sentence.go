@@ -703,23 +703,33 @@ func (c *sentenceChild) call(ctx context.Context, req sentenceRequest, hang time
 		forget()
 		return sentenceResponse{}, fmt.Errorf("%s: %w", SentenceModel, err)
 	}
-	c.writeMu.Lock()
-	_, err = c.stdin.Write(append(line, '\n'))
-	c.writeMu.Unlock()
-	if err != nil {
-		forget()
-		select { // a write to a dead child fails before stdout ends
-		case <-c.gone:
-			return sentenceResponse{}, bus.Unavailable(fmt.Errorf("%s: the sentence encoder exited: %w", SentenceModel, c.goneErr))
-		case <-time.After(time.Second):
-		}
-		return sentenceResponse{}, bus.Unavailable(fmt.Errorf("%s: writing to the sentence encoder: %w", SentenceModel, err))
-	}
+	// Written from a goroutine: a child that stopped reading would block
+	// the write once the pipe is full, and the caller must still see ctx
+	// and the hang timeout. Lines never interleave (writeMu); an abandoned
+	// write completes when the child reads or dies (then killed).
+	written := make(chan error, 1)
+	go func() {
+		c.writeMu.Lock()
+		defer c.writeMu.Unlock()
+		_, err := c.stdin.Write(append(line, '\n'))
+		written <- err
+	}()
 	sent := time.Now()
 	timer := time.NewTimer(hang)
 	defer timer.Stop()
 	for {
 		select {
+		case err := <-written:
+			written = nil
+			if err != nil {
+				forget()
+				select { // a write to a dead child fails before stdout ends
+				case <-c.gone:
+					return sentenceResponse{}, bus.Unavailable(fmt.Errorf("%s: the sentence encoder exited: %w", SentenceModel, c.goneErr))
+				case <-time.After(time.Second):
+				}
+				return sentenceResponse{}, bus.Unavailable(fmt.Errorf("%s: writing to the sentence encoder: %w", SentenceModel, err))
+			}
 		case res := <-ch:
 			if res.Error != "" {
 				return res, fmt.Errorf("%s: the sentence encoder refused the request: %s", SentenceModel, res.Error)
@@ -727,6 +737,13 @@ func (c *sentenceChild) call(ctx context.Context, req sentenceRequest, hang time
 			return res, nil
 		case <-c.gone:
 			forget()
+			select { // answered, then died: the answer stands
+			case res := <-ch:
+				if res.Error == "" {
+					return res, nil
+				}
+			default:
+			}
 			return sentenceResponse{}, bus.Unavailable(fmt.Errorf("%s: the sentence encoder exited: %w", SentenceModel, c.goneErr))
 		case <-ctx.Done():
 			forget()

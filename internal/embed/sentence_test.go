@@ -302,6 +302,33 @@ func TestSentenceChildHangs(t *testing.T) {
 	require.NotEqual(t, pid, embed.SentencePID(s))
 }
 
+// TestSentenceChildStopsReading fills the pipe to a stopped child with
+// requests abandoned by their callers, so the next request's write
+// blocks: that call still ends after HangTimeout with bus.Unavailable.
+func TestSentenceChildStopsReading(t *testing.T) {
+	s := newSentence(t, embed.SentenceOptions{HangTimeout: 2 * time.Second})
+	pid := embed.SentencePID(s)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	// Two texts of 4096 four-byte runes: a 32 KiB request; a pipe holds
+	// 64 KiB.
+	big := strings.Repeat("𝔘", 4096)
+	for range 4 {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		_, err := s.Embed(ctx, []string{big, big})
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	}
+	began := time.Now()
+	_, err := s.Embed(context.Background(), []string{big, big})
+	require.True(t, bus.IsUnavailable(err), "%v", err)
+	require.Less(t, time.Since(began), 10*time.Second)
+	require.False(t, alive(pid), "the stopped child is killed")
+
+	vecs, err := s.Embed(context.Background(), []string{"back to work"})
+	require.NoError(t, err)
+	require.Len(t, vecs, 1)
+}
+
 // TestSentenceCancel cancels a call in flight: it returns ctx's error at
 // once, the child survives, and the abandoned answers do not reach the
 // next call.
