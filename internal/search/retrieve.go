@@ -262,7 +262,12 @@ func (s *Searcher) query(ctx context.Context, p plan, k int, sql string, args []
 	run := func(q interface {
 		Query(context.Context, string, ...any) (pgx.Rows, error)
 	}) error {
-		rows, err := q.Query(ctx, sql, args...)
+		// Exec mode: an unnamed statement planned with this request's
+		// values. A prepared statement turns to a generic plan after five
+		// runs, which cannot see the query vector and sorts the whole
+		// table by distance instead of walking the HNSW graph (measured:
+		// 3 ms → 65 ms on 10,000 prompts).
+		rows, err := q.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
 		if err != nil {
 			return err
 		}
