@@ -31,6 +31,20 @@ func (ix *Indexer) apply(ctx context.Context, ops []op, valid []int) ([]event.Ev
 		return nil, err
 	}
 	defer tx.Close(ctx)
+	if ix.facts == nil {
+		// A tenant being rebuilt has incomplete state: the indexer's
+		// decisions (next free version, conflicts) would be wrong and
+		// never published as facts. Its events wait for the rebuild.
+		var waiting []int
+		for _, i := range valid {
+			if claimed.Withheld(ops[i].d.Tenant) {
+				waiting = append(waiting, i)
+			}
+		}
+		if len(waiting) > 0 {
+			return nil, &rebuildingError{idx: waiting}
+		}
+	}
 	var fresh []int
 	for j, i := range valid {
 		if claimed.Fresh[j] {
@@ -69,9 +83,24 @@ func (ix *Indexer) apply(ctx context.Context, ops []op, valid []int) ([]event.Ev
 	return results, nil
 }
 
+// rebuildingError names the events of tenants being rebuilt; nothing of
+// the batch was applied.
+type rebuildingError struct{ idx []int }
+
+func (e *rebuildingError) Error() string { return "tenant is being rebuilt" }
+
 type result struct {
 	typ  string
 	data any
+}
+
+// taken reports whether a fact says version of key was created (by
+// another event), and with which hash.
+func (ix *Indexer) taken(o *op, kind, key string, version int) (string, bool) {
+	if ix.facts == nil {
+		return "", false
+	}
+	return ix.facts.Taken(o.d.Tenant, kind, key, version)
 }
 
 func (ix *Indexer) fact(o *op) (Fact, bool) {
@@ -137,6 +166,12 @@ func (ix *Indexer) applyPrompt(ctx context.Context, tx library.DB, o *op) (*resu
 	if p.Version > 0 {
 		p.Hash = library.Hash(p.ID, p.Version, p.Content, p.Type)
 		existing, err := library.HashOf(ctx, tx, p.Tenant, p.ID, p.Version)
+		if errors.Is(err, library.ErrNotFound) {
+			// A rebuild: a later event known to have created it counts.
+			if h, ok := ix.taken(o, "prompt", p.ID, p.Version); ok {
+				existing, err = h, nil
+			}
+		}
 		switch {
 		case errors.Is(err, library.ErrNotFound):
 		case err != nil:
@@ -159,6 +194,9 @@ func (ix *Indexer) applyPrompt(ctx context.Context, tx library.DB, o *op) (*resu
 			p.Version, p.Hash, outcome = head, headHash, OutcomeUnchanged
 		} else {
 			p.Version = head + 1
+			for _, taken := ix.taken(o, "prompt", p.ID, p.Version); taken; _, taken = ix.taken(o, "prompt", p.ID, p.Version) {
+				p.Version++
+			}
 			p.Hash = library.Hash(p.ID, p.Version, p.Content, p.Type)
 		}
 	}
@@ -258,6 +296,9 @@ func (ix *Indexer) applyTool(ctx context.Context, tx library.DB, o *op) (*result
 		t.Version, outcome = head, OutcomeUnchanged
 	} else {
 		t.Version = head + 1
+		for _, taken := ix.taken(o, "tool", t.Name, t.Version); taken; _, taken = ix.taken(o, "tool", t.Name, t.Version) {
+			t.Version++
+		}
 		if err := put(); err != nil {
 			return nil, err
 		}

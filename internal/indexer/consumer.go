@@ -62,8 +62,8 @@ func RebuildTarget(pool *pgxpool.Pool, emb Embedders, opts Options, log zerolog.
 		Reset: func(ctx context.Context, tx pgx.Tx, tenant string) error {
 			return Reset(ctx, tx, opts.Consumer, tenant)
 		},
-		Prepare: func(ctx context.Context, js jetstream.JetStream, tenant string, horizon uint64) error {
-			return facts.Load(ctx, js, opts.Consumer, tenant, horizon)
+		Prepare: func(ctx context.Context, js jetstream.JetStream, tenant string, _ uint64) error {
+			return facts.Load(ctx, js, opts.Consumer, tenant)
 		},
 		Handler: ix.Handle,
 	}

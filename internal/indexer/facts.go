@@ -22,9 +22,15 @@ type Fact struct {
 	Version int    // the version created (prompt or tool definition)
 }
 
-// Facts looks up the decision live processing made for an event.
+// Facts looks up the decision live processing made for an event, and the
+// versions it created: an event without a fact of its own (its result was
+// not yet published when the rebuild began) must not take a version a
+// later event is known to have taken.
 type Facts interface {
 	Lookup(tenant, eventID string) (Fact, bool)
+	// Taken returns the hash of version of the prompt id or tool name
+	// (kind "prompt" or "tool") if a fact says it was created.
+	Taken(tenant, kind, key string, version int) (hash string, ok bool)
 }
 
 // StreamFacts holds the indexer's results read back from the stream, by
@@ -32,12 +38,27 @@ type Facts interface {
 // not yet published when the rebuild began) are decided as live
 // processing decides them, in stream order.
 type StreamFacts struct {
-	mu sync.RWMutex
-	m  map[string]Fact
+	mu    sync.RWMutex
+	m     map[string]Fact
+	taken map[string]string // tenant, kind, key, version → hash
 }
 
 // NewStreamFacts returns an empty set of facts.
-func NewStreamFacts() *StreamFacts { return &StreamFacts{m: map[string]Fact{}} }
+func NewStreamFacts() *StreamFacts {
+	return &StreamFacts{m: map[string]Fact{}, taken: map[string]string{}}
+}
+
+func takenKey(tenant, kind, key string, version int) string {
+	return fmt.Sprintf("%s\x00%s\x00%s\x00%d", tenant, kind, key, version)
+}
+
+// Taken implements Facts.
+func (f *StreamFacts) Taken(tenant, kind, key string, version int) (string, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	h, ok := f.taken[takenKey(tenant, kind, key, version)]
+	return h, ok
+}
 
 // Lookup implements Facts.
 func (f *StreamFacts) Lookup(tenant, eventID string) (Fact, bool) {
@@ -62,10 +83,14 @@ func (f *StreamFacts) Add(consumer string, ev event.Event) {
 		return
 	}
 	var d struct {
-		Outcome string `json:"outcome"`
-		Version int    `json:"version"`
+		Outcome  string `json:"outcome"`
+		Version  int    `json:"version"`
+		PromptID string `json:"prompt_id"`
+		ToolName string `json:"tool_name"`
+		Hash     string `json:"content_hash"`
 	}
 	var x Fact
+	taken := ""
 	switch ev.Type() {
 	case TypePromptIndexed, TypeToolIndexed:
 		if err := json.Unmarshal(ev.Data(), &d); err != nil {
@@ -75,6 +100,13 @@ func (f *StreamFacts) Add(consumer string, ev event.Event) {
 		if x.Outcome == "" {
 			x.Outcome = OutcomeCreated
 		}
+		if x.Outcome == OutcomeCreated {
+			if ev.Type() == TypePromptIndexed {
+				taken = takenKey(bus.Tenant(ev), "prompt", d.PromptID, d.Version)
+			} else {
+				taken = takenKey(bus.Tenant(ev), "tool", d.ToolName, d.Version)
+			}
+		}
 	case TypeRejected:
 		x = Fact{Outcome: OutcomeRejected}
 	default:
@@ -82,15 +114,17 @@ func (f *StreamFacts) Add(consumer string, ev event.Event) {
 	}
 	f.mu.Lock()
 	f.m[bus.Tenant(ev)+"\x00"+cause] = x
+	if taken != "" {
+		f.taken[taken] = d.Hash
+	}
 	f.mu.Unlock()
 }
 
-// Load reads consumer's results of tenant ("" = every tenant) up to the
-// stream sequence horizon into f.
-func (f *StreamFacts) Load(ctx context.Context, js jetstream.JetStream, consumer, tenant string, horizon uint64) error {
-	if horizon == 0 {
-		return nil
-	}
+// Load reads consumer's results of tenant ("" = every tenant) into f: all
+// the stream holds when it starts, not only up to the rebuild's horizon,
+// since the results of events just before the horizon are published just
+// after it.
+func (f *StreamFacts) Load(ctx context.Context, js jetstream.JetStream, consumer, tenant string) error {
 	subjects := make([]string, len(ResultSubjects))
 	for i, s := range ResultSubjects {
 		if tenant != "" {
@@ -122,9 +156,6 @@ func (f *StreamFacts) Load(ctx context.Context, js jetstream.JetStream, consumer
 				return fmt.Errorf("read indexer results: %w", err)
 			}
 			pending = meta.NumPending
-			if meta.Sequence.Stream > horizon {
-				return nil
-			}
 			if ev, err := bus.Decode(m.Headers(), m.Data()); err == nil {
 				f.Add(consumer, ev)
 			}

@@ -16,6 +16,7 @@ package indexer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"sort"
@@ -94,6 +95,25 @@ func (ix *Indexer) Handle(ctx context.Context, batch []*bus.Delivery) []error {
 		return errs
 	}
 	results, err := ix.apply(ctx, ops, valid)
+	var rb *rebuildingError
+	if errors.As(err, &rb) {
+		// Apply the others now; the rebuilt tenants' events wait.
+		wait := map[int]bool{}
+		for _, i := range rb.idx {
+			wait[i] = true
+			errs[i] = bus.Unavailable(fmt.Errorf("tenant %s is being rebuilt (agentq replay); its events wait until it completes", ops[i].d.Tenant))
+		}
+		rest := valid[:0:0]
+		for _, i := range valid {
+			if !wait[i] {
+				rest = append(rest, i)
+			}
+		}
+		if valid = rest; len(valid) == 0 {
+			return errs
+		}
+		results, err = ix.apply(ctx, ops, valid)
+	}
 	if err != nil {
 		err = database.Classify(err)
 		for _, i := range valid {

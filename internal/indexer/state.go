@@ -219,12 +219,18 @@ func Compute(consumer string, ds []*bus.Delivery) State {
 				if _, exists := prompts[pkey{p.ID, p.Version}]; exists {
 					continue // unchanged or a conflict: nothing stored
 				}
+				if _, taken := facts.Taken(d.Tenant, "prompt", p.ID, p.Version); taken {
+					continue
+				}
 			default:
 				h := head[p.ID]
 				if h > 0 && prompts[pkey{p.ID, h}].Hash == library.Hash(p.ID, h, p.Content, p.Type) {
 					continue
 				}
 				p.Version = h + 1
+				for _, taken := facts.Taken(d.Tenant, "prompt", p.ID, p.Version); taken; _, taken = facts.Taken(d.Tenant, "prompt", p.ID, p.Version) {
+					p.Version++
+				}
 			}
 			params, _ := json.Marshal(nonNil(p.Parameters))
 			tags := p.Tags
@@ -260,6 +266,9 @@ func Compute(consumer string, ds []*bus.Delivery) State {
 				continue
 			default:
 				t.Version = cur.Version + 1
+				for _, taken := facts.Taken(d.Tenant, "tool", t.Name, t.Version); taken; _, taken = facts.Taken(d.Tenant, "tool", t.Name, t.Version) {
+					t.Version++
+				}
 			}
 			tags := t.Tags
 			if tags == nil {
