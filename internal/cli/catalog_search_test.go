@@ -14,23 +14,11 @@ import (
 	"github.com/agentq/agentq/internal/testenv"
 )
 
-// skipUntilSearchServed skips while the indexer does not serve search yet
-// (indexer.serveSearch was a stub when these tests were written). Remove it
-// once the indexer serves search.prompts, search.tools and prompts.get.
-func skipUntilSearchServed(t *testing.T, client map[string]string) {
-	t.Helper()
-	_, _, errOut := run(context.Background(), client, "", "tool", "search", "anything", "--tenant", "probe")
-	if strings.Contains(errOut, "nothing serves search.tools.probe") {
-		t.Skip("the indexer does not serve search yet (indexer.serveSearch)")
-	}
-}
-
 // get and search against the indexer's service: metadata, content and the
 // rendering with string, typed and JSON parameters; errors as the service
 // replies them; a ranked search table with filters, and JSON.
 func TestPromptGetSearchEndToEnd(t *testing.T) {
 	_, client := withIndexer(t)
-	skipUntilSearchServed(t, client)
 	ctx := context.Background()
 	tenant := testenv.Tenant(t)
 	code, out, errOut := run(ctx, client, "", "prompt", "seed", examplePrompts, "--tenant", tenant)
@@ -89,6 +77,12 @@ func TestPromptGetSearchEndToEnd(t *testing.T) {
 	require.NotContains(t, out, "--- rendered ---")
 
 	// Errors are the service's, with a hint where one helps.
+	// Without parameters: the prompt and its content, not rendered.
+	code, out, errOut = get("sql-repair")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "--- content ---\n"+strings.TrimRight(contents[2], "\n"))
+	require.NotContains(t, out, "--- rendered ---")
+
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -96,7 +90,6 @@ func TestPromptGetSearchEndToEnd(t *testing.T) {
 		{[]string{"nope"}, `agentq prompt: get: not_found: prompt "nope" not found for tenant ` + tenant + " or _global\n"},
 		{[]string{"sql-repair", "--version", "3"}, `agentq prompt: get: not_found: prompt "sql-repair" version 3 not found`},
 		{[]string{"sql-repair", "--label", "staging"}, `agentq prompt: get: not_found: prompt "sql-repair" label "staging" not found`},
-		{[]string{"sql-repair"}, "agentq prompt: get: rendering: sql-repair@1: invalid parameters: missing required parameter(s) Query, Error (prompts.get always renders the prompt: give its parameters with --param Name=value)\n"},
 		{[]string{"ticket-summary", "--param", "MaxWords=50", "--param", "Ticket=x"}, `agentq prompt: get: rendering: ticket-summary@1: invalid parameters: parameter "MaxWords" must be an integer, got a string` + "\n"},
 	} {
 		code, out, errOut := get(tc.args...)
@@ -192,9 +185,8 @@ func TestPromptGetSearchEndToEnd(t *testing.T) {
 func TestSearchDegradedEndToEnd(t *testing.T) {
 	srv := providertest.New(t)
 	_, client := withIndexer(t, func(c *config.Config) {
-		c.Embed.BaseURL, c.Embed.Model = srv.URL, "test-embed"
+		c.Embed.BaseURL, c.Embed.Model, c.EmbedTools = srv.URL, "test-embed", "auto"
 	})
-	skipUntilSearchServed(t, client)
 	ctx := context.Background()
 	tenant := testenv.Tenant(t)
 	code, out, errOut := run(ctx, client, "", "tool", "register", exampleTools, "--tenant", tenant)

@@ -1150,12 +1150,6 @@ func runPromptGet(ctx context.Context, e Env, cfg config.Config, args []string) 
 	}
 	var raw json.RawMessage
 	if err := call(ctx, e, cfg, "prompts.get."+*tenant, *timeout, req, &raw); err != nil {
-		var serr *service.Error
-		if errors.As(err, &serr) && serr.Code == service.CodeRendering && len(values) == 0 {
-			// prompts.get always renders: a prompt with required
-			// parameters cannot be shown without them.
-			return fmt.Errorf("%w (prompts.get always renders the prompt: give its parameters with --param Name=value)", err)
-		}
 		return err
 	}
 	if *asJSON {

@@ -34,6 +34,23 @@ type Rater struct {
 	Rerate         bool          // rate events that already carry llm_rating
 }
 
+// Search configures the indexer's search service (AGENTQ_SEARCH_*), the
+// 3-stage pipeline of seeds 000/001.
+type Search struct {
+	PromptK, PromptLimit int           // candidates retrieved, results returned
+	ToolK, ToolLimit     int           //
+	PromptWeights        [4]float64    // similarity, quality, recency, usage
+	ToolWeights          [4]float64    //
+	HalfLife             time.Duration // recency half-life
+	EFSearch             int           // hnsw.ef_search (raised to K)
+	LexicalCandidates    int           // full-text matches ranked per query, the p99 bound
+	NeutralQuality       float64       // quality of a candidate with no figures yet
+	EmbedTimeout         time.Duration // past it a search answers from full text, flagged degraded
+	CacheSize            int           // query embeddings kept; negative: none
+	Concurrency          int           // requests served at once per endpoint and copy
+	Timeout              time.Duration // longest a request may take
+}
+
 // Config is the whole configuration of an agentq binary.
 type Config struct {
 	NATSURL        string            // AGENTQ_NATS_URL
@@ -58,7 +75,10 @@ type Config struct {
 	PGliteDir         string        // AGENTQ_PGLITE_DIR (agentq dev's dev database)
 	LLM               Provider      // AGENTQ_LLM_*
 	Embed             Provider      // AGENTQ_EMBED_*
+	EmbedPrompts      string        // AGENTQ_EMBED_PROMPTS: auto, lexical, sentence or provider
+	EmbedTools        string        // AGENTQ_EMBED_TOOLS: auto, lexical, sentence or provider
 	Rater             Rater         // AGENTQ_RATER_*
+	Search            Search        // AGENTQ_SEARCH_*
 }
 
 // Var documents one environment variable.
@@ -100,9 +120,27 @@ var Vars = []Var{
 	{"AGENTQ_RATER_MAX_INPUT_TOKENS", "2000", "untrusted text (input, output, query) over this many tokens is truncated, or summarised first"},
 	{"AGENTQ_RATER_SUMMARIZE", "false", "summarise outputs over AGENTQ_RATER_MAX_INPUT_TOKENS with the LLM before rating"},
 	{"AGENTQ_RATER_RERATE", "false", "also rate events that already carry llm_rating (the agent rated itself)"},
-	{"AGENTQ_EMBED_BASE_URL", "", "OpenAI-compatible embeddings endpoint; empty: built-in lexical embedder"},
+	{"AGENTQ_EMBED_BASE_URL", "", "OpenAI-compatible embeddings endpoint; empty: the built-in offline embedders (AGENTQ_EMBED_PROMPTS, AGENTQ_EMBED_TOOLS)"},
 	{"AGENTQ_EMBED_MODEL", "", "embedding model name"},
 	{"AGENTQ_EMBED_API_KEY", "", "embeddings API key"},
+	{"AGENTQ_EMBED_MAX_RPS", "0", "client-side limit of embedding requests per second; 0 is unlimited"},
+	{"AGENTQ_EMBED_MAX_RETRIES", "3", "retries of 408/429/5xx and dropped connections within a call's timeout (Retry-After honoured)"},
+	{"AGENTQ_EMBED_PROMPTS", "auto", "embedder of prompts: auto (the provider if configured, else lexical), lexical (agentq-lexical-v1), sentence (agentq-use-lite-v1, needs Node) or provider"},
+	{"AGENTQ_EMBED_TOOLS", "auto", "embedder of tools: auto (the provider if configured, else sentence when Node and its npm package are installed, else lexical), lexical, sentence or provider"},
+	{"AGENTQ_SEARCH_PROMPT_K", "20", "prompt candidates retrieved before re-ranking"},
+	{"AGENTQ_SEARCH_PROMPT_LIMIT", "5", "prompts returned when a request names no limit (at most 50)"},
+	{"AGENTQ_SEARCH_TOOL_K", "30", "tool candidates retrieved before re-ranking"},
+	{"AGENTQ_SEARCH_TOOL_LIMIT", "20", "tools returned when a request names no limit (at most 100)"},
+	{"AGENTQ_SEARCH_PROMPT_WEIGHTS", "0.4,0.3,0.2,0.1", "prompt ranking weights: similarity, quality, recency, usage"},
+	{"AGENTQ_SEARCH_TOOL_WEIGHTS", "0.5,0.35,0.15,0", "tool ranking weights: similarity, quality, recency, usage"},
+	{"AGENTQ_SEARCH_HALF_LIFE", "168h", "recency half-life"},
+	{"AGENTQ_SEARCH_EF_SEARCH", "64", "hnsw.ef_search of the vector arm (raised to K)"},
+	{"AGENTQ_SEARCH_LEXICAL_CANDIDATES", "200", "full-text matches ranked per query form: bounds the lexical arm's cost"},
+	{"AGENTQ_SEARCH_NEUTRAL_QUALITY", "0.5", "quality given to a prompt or tool with no figures yet"},
+	{"AGENTQ_SEARCH_EMBED_TIMEOUT", "1s", "longest wait for a query's embedding; past it the search answers from full text, flagged degraded"},
+	{"AGENTQ_SEARCH_CACHE_SIZE", "1024", "query embeddings kept in memory; -1 keeps none"},
+	{"AGENTQ_SEARCH_CONCURRENCY", "16", "search requests served at once per endpoint by each indexer copy"},
+	{"AGENTQ_SEARCH_TIMEOUT", "2s", "longest a search or prompts.get request may take before it is answered with a timeout error"},
 }
 
 // Load reads the configuration through getenv (os.Getenv in main) and
@@ -152,6 +190,22 @@ func Load(getenv func(string) string) (Config, error) {
 		}
 		return d
 	}
+	weights := func(name string) [4]float64 {
+		var w [4]float64
+		parts := strings.Split(get(name), ",")
+		if len(parts) != 4 {
+			errs = append(errs, fmt.Errorf("%s: %q: want four comma-separated numbers (similarity, quality, recency, usage)", name, get(name)))
+			return w
+		}
+		for i, p := range parts {
+			f, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+			if err != nil || f < 0 {
+				errs = append(errs, fmt.Errorf("%s: %q is not a number of 0 or more", name, p))
+			}
+			w[i] = f
+		}
+		return w
+	}
 	c := Config{
 		NATSURL:     get("AGENTQ_NATS_URL"),
 		DatabaseURL: get("AGENTQ_DATABASE_URL"),
@@ -178,7 +232,19 @@ func Load(getenv func(string) string) (Config, error) {
 		PGliteDir:         get("AGENTQ_PGLITE_DIR"),
 		LLM: Provider{BaseURL: get("AGENTQ_LLM_BASE_URL"), Model: get("AGENTQ_LLM_MODEL"), APIKey: get("AGENTQ_LLM_API_KEY"),
 			MaxRPS: float("AGENTQ_LLM_MAX_RPS"), MaxRetries: num("AGENTQ_LLM_MAX_RETRIES")},
-		Embed: Provider{BaseURL: get("AGENTQ_EMBED_BASE_URL"), Model: get("AGENTQ_EMBED_MODEL"), APIKey: get("AGENTQ_EMBED_API_KEY"), MaxRetries: 3},
+		Embed: Provider{BaseURL: get("AGENTQ_EMBED_BASE_URL"), Model: get("AGENTQ_EMBED_MODEL"), APIKey: get("AGENTQ_EMBED_API_KEY"),
+			MaxRPS: float("AGENTQ_EMBED_MAX_RPS"), MaxRetries: num("AGENTQ_EMBED_MAX_RETRIES")},
+		EmbedPrompts: get("AGENTQ_EMBED_PROMPTS"),
+		EmbedTools:   get("AGENTQ_EMBED_TOOLS"),
+		Search: Search{
+			PromptK: num("AGENTQ_SEARCH_PROMPT_K"), PromptLimit: num("AGENTQ_SEARCH_PROMPT_LIMIT"),
+			ToolK: num("AGENTQ_SEARCH_TOOL_K"), ToolLimit: num("AGENTQ_SEARCH_TOOL_LIMIT"),
+			PromptWeights: weights("AGENTQ_SEARCH_PROMPT_WEIGHTS"), ToolWeights: weights("AGENTQ_SEARCH_TOOL_WEIGHTS"),
+			HalfLife: dur("AGENTQ_SEARCH_HALF_LIFE"), EFSearch: num("AGENTQ_SEARCH_EF_SEARCH"),
+			LexicalCandidates: num("AGENTQ_SEARCH_LEXICAL_CANDIDATES"), NeutralQuality: float("AGENTQ_SEARCH_NEUTRAL_QUALITY"),
+			EmbedTimeout: dur("AGENTQ_SEARCH_EMBED_TIMEOUT"), CacheSize: num("AGENTQ_SEARCH_CACHE_SIZE"),
+			Concurrency: num("AGENTQ_SEARCH_CONCURRENCY"), Timeout: dur("AGENTQ_SEARCH_TIMEOUT"),
+		},
 		Rater: Rater{
 			Timeout: dur("AGENTQ_RATER_TIMEOUT"), Concurrency: num("AGENTQ_RATER_CONCURRENCY"),
 			Sample: float("AGENTQ_RATER_SAMPLE"), DailyTokens: int64(num("AGENTQ_RATER_DAILY_TOKENS")),
@@ -246,6 +312,21 @@ func (c Config) Validate() error {
 	check(c.Rater.Sample >= 0 && c.Rater.Sample <= 1, "AGENTQ_RATER_SAMPLE %v: want 0..1", c.Rater.Sample)
 	check(c.Rater.DailyTokens >= 0, "AGENTQ_RATER_DAILY_TOKENS must not be negative")
 	check(c.Rater.MaxInputTokens >= 64, "AGENTQ_RATER_MAX_INPUT_TOKENS %d: want at least 64", c.Rater.MaxInputTokens)
+	check(c.Embed.MaxRPS >= 0, "AGENTQ_EMBED_MAX_RPS must not be negative")
+	check(c.Embed.MaxRetries >= 0, "AGENTQ_EMBED_MAX_RETRIES must not be negative")
+	check(oneOf(c.EmbedPrompts, "auto", "lexical", "sentence", "provider"), "AGENTQ_EMBED_PROMPTS %q: want auto, lexical, sentence or provider", c.EmbedPrompts)
+	check(oneOf(c.EmbedTools, "auto", "lexical", "sentence", "provider"), "AGENTQ_EMBED_TOOLS %q: want auto, lexical, sentence or provider", c.EmbedTools)
+	check(c.Search.PromptK >= 1 && c.Search.PromptK <= 1000, "AGENTQ_SEARCH_PROMPT_K %d: want 1..1000", c.Search.PromptK)
+	check(c.Search.ToolK >= 1 && c.Search.ToolK <= 1000, "AGENTQ_SEARCH_TOOL_K %d: want 1..1000", c.Search.ToolK)
+	check(c.Search.PromptLimit >= 1 && c.Search.PromptLimit <= 50, "AGENTQ_SEARCH_PROMPT_LIMIT %d: want 1..50", c.Search.PromptLimit)
+	check(c.Search.ToolLimit >= 1 && c.Search.ToolLimit <= 100, "AGENTQ_SEARCH_TOOL_LIMIT %d: want 1..100", c.Search.ToolLimit)
+	check(c.Search.HalfLife > 0, "AGENTQ_SEARCH_HALF_LIFE must be positive")
+	check(c.Search.EFSearch >= 1 && c.Search.EFSearch <= 1000, "AGENTQ_SEARCH_EF_SEARCH %d: want 1..1000", c.Search.EFSearch)
+	check(c.Search.LexicalCandidates >= 1, "AGENTQ_SEARCH_LEXICAL_CANDIDATES must be positive")
+	check(c.Search.NeutralQuality >= 0 && c.Search.NeutralQuality <= 1, "AGENTQ_SEARCH_NEUTRAL_QUALITY %v: want 0..1", c.Search.NeutralQuality)
+	check(c.Search.EmbedTimeout > 0, "AGENTQ_SEARCH_EMBED_TIMEOUT must be positive")
+	check(c.Search.Concurrency >= 1 && c.Search.Concurrency <= 1024, "AGENTQ_SEARCH_CONCURRENCY %d: want 1..1024", c.Search.Concurrency)
+	check(c.Search.Timeout > 0, "AGENTQ_SEARCH_TIMEOUT must be positive")
 	check(c.DevDBStartTimeout > 0, "AGENTQ_DEVDB_START_TIMEOUT must be positive")
 	check(c.InboxRetention >= 0, "AGENTQ_INBOX_RETENTION must not be negative")
 	// Applied ids must be remembered at least as long as the stream keeps

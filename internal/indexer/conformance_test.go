@@ -72,7 +72,7 @@ func workload(t *testing.T, tenant string, n int, seed uint64) []event.Event {
 		switch k := rng.IntN(100); {
 		case k < 30: // next free version
 			add(indexer.TypePromptCreated, map[string]any{"id": id, "type": "task", "name": "Prompt " + id,
-				"content": fmt.Sprintf("Do task %d for {{.Who}}.", rng.IntN(6)),
+				"content":    fmt.Sprintf("Do task %d for {{.Who}}.", rng.IntN(6)),
 				"parameters": []map[string]any{{"name": "Who", "type": "string", "required": true}}, "tags": []string{"t"}})
 		case k < 45: // explicit versions: repeats and conflicts
 			add(indexer.TypePromptCreated, map[string]any{"id": id, "version": 1 + rng.IntN(3), "type": "system",

@@ -2,6 +2,7 @@ package indexer
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -13,6 +14,8 @@ import (
 	"github.com/agentq/agentq/internal/database"
 	"github.com/agentq/agentq/internal/outbox"
 	"github.com/agentq/agentq/internal/replay"
+	"github.com/agentq/agentq/internal/search"
+	"github.com/agentq/agentq/internal/service"
 )
 
 // Consumer runs the indexer with default options in an agentq process.
@@ -69,7 +72,39 @@ func RebuildTarget(pool *pgxpool.Pool, emb Embedders, opts Options, log zerolog.
 	}
 }
 
-// serveSearch starts the search service; the returned func stops it.
+// serveSearch creates the vector indexes of the models in force and
+// starts the search service (search.prompts, search.tools, prompts.get) in
+// the queue group every indexer copy joins; the returned func stops it.
 func serveSearch(ctx context.Context, d *app.Deps, emb Embedders) (func(), error) {
-	return func() {}, nil
+	semb := search.Embedders{Prompts: emb.Prompts, Tools: emb.Tools}
+	if err := search.EnsureIndexes(ctx, d.Pool, semb); err != nil {
+		return nil, fmt.Errorf("vector indexes: %w", err)
+	}
+	c := d.Config.Search
+	s, err := search.New(d.Pool, semb, search.Options{
+		PromptK: c.PromptK, PromptLimit: c.PromptLimit, ToolK: c.ToolK, ToolLimit: c.ToolLimit,
+		PromptWeights: weights(c.PromptWeights), ToolWeights: weights(c.ToolWeights),
+		HalfLife: c.HalfLife, EFSearch: c.EFSearch, LexicalCandidates: c.LexicalCandidates,
+		NeutralQuality: c.NeutralQuality, EmbedTimeout: c.EmbedTimeout, CacheSize: c.CacheSize,
+	}, d.Log)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := service.New(d.NC, service.Options{
+		Name: "agentq-search", Description: "agentq prompt library and tool registry search",
+		QueueGroup: "agentq-search", Timeout: c.Timeout, Concurrency: c.Concurrency,
+		Validator: d.Schemas, Log: d.Log, Registry: d.Registry,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("search service: %w", err)
+	}
+	if err := s.Register(svc); err != nil {
+		_ = svc.Stop()
+		return nil, fmt.Errorf("search service: %w", err)
+	}
+	return func() { _ = svc.Stop() }, nil
+}
+
+func weights(w [4]float64) search.Weights {
+	return search.Weights{Similarity: w[0], Quality: w[1], Recency: w[2], Usage: w[3]}
 }

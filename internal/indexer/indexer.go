@@ -223,4 +223,3 @@ func lockKeys(ctx context.Context, tx library.DB, ops []op, fresh []int) error {
 	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) WITH ORDINALITY AS u(k, n) ORDER BY n`, keys)
 	return err
 }
-

@@ -61,7 +61,7 @@ func TestPromptVersionsAreImmutable(t *testing.T) {
 		want := map[string]any{
 			"prompt_id": id, "version": float64(s.version), "outcome": s.outcome,
 			"content_hash": library.Hash(id, s.version, s.data["content"].(string), s.data["type"].(string)),
-			"type": s.data["type"], "name": s.data["name"],
+			"type":         s.data["type"], "name": s.data["name"],
 		}
 		if s.outcome == "created" {
 			want["embedding_model"], want["embedding_dim"] = embed.Lexical{}.Model(), float64(embed.Lexical{}.Dimension())

@@ -25,8 +25,10 @@ type GetRequest struct {
 
 // GetResponse is prompts.get.response.v1.
 type GetResponse struct {
-	Prompt   library.Prompt `json:"prompt"`
-	Rendered string         `json:"rendered"`
+	Prompt library.Prompt `json:"prompt"`
+	// Rendered is present when the request gave params, and when it gave
+	// none but the prompt renders from its defaults alone.
+	Rendered *string `json:"rendered,omitempty"`
 }
 
 var (
@@ -85,8 +87,13 @@ func (s *Searcher) Get(ctx context.Context, tenant string, req GetRequest) (GetR
 		return GetResponse{}, fmt.Errorf("get prompt %s: %w", req.ID, database.Classify(err))
 	}
 	out, err := library.Render(p.Content, p.Parameters, req.Params)
-	if err != nil {
-		return GetResponse{}, service.Errorf(service.CodeRendering, "%s@%d: %s", p.ID, p.Version, renderMessage(err))
+	switch {
+	case err == nil:
+		return GetResponse{Prompt: p, Rendered: &out}, nil
+	case req.Params == nil:
+		// Asked for the prompt, not a rendering: a prompt that needs
+		// parameters is returned as it is.
+		return GetResponse{Prompt: p}, nil
 	}
-	return GetResponse{Prompt: p, Rendered: out}, nil
+	return GetResponse{}, service.Errorf(service.CodeRendering, "%s@%d: %s", p.ID, p.Version, renderMessage(err))
 }

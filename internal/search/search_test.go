@@ -197,12 +197,12 @@ func TestTenantIsolation(t *testing.T) {
 	f.prompt(promptSpec{tenant: a, id: "shared-" + w, content: "own v1 " + w})
 	g, err := f.s.Get(ctx, a, search.GetRequest{ID: "shared-" + w})
 	require.NoError(t, err)
-	require.Equal(t, "own v1 "+w, g.Rendered)
+	require.Equal(t, ptr("own v1 "+w), g.Rendered)
 	_, err = f.s.Get(ctx, a, search.GetRequest{ID: "shared-" + w, Version: 2})
 	require.Equal(t, service.CodeNotFound, code(t, err))
 	g, err = f.s.Get(ctx, b, search.GetRequest{ID: "shared-" + w})
 	require.NoError(t, err)
-	require.Equal(t, "global v2 "+w, g.Rendered)
+	require.Equal(t, ptr("global v2 "+w), g.Rendered)
 }
 
 func TestQuarantinedToolsAreExcluded(t *testing.T) {
@@ -409,7 +409,8 @@ func TestRendering(t *testing.T) {
 	}{
 		{"given and default", map[string]any{"name": "Ada"}, "Hello Ada, you have 0 messages " + w, ""},
 		{"all given", map[string]any{"name": "Ada", "count": 3.0}, "Hello Ada, you have 3 messages " + w, ""},
-		{"missing", nil, "", service.CodeRendering},
+		{"missing", map[string]any{}, "", service.CodeRendering},
+		{"no params: the prompt without rendering", nil, "", ""},
 		{"wrong type", map[string]any{"name": 5.0}, "", service.CodeRendering},
 		{"extra", map[string]any{"name": "Ada", "colour": "red"}, "", service.CodeRendering},
 	} {
@@ -420,7 +421,12 @@ func TestRendering(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			require.Equal(t, tc.want, g.Rendered)
+			require.Equal(t, "hello-"+w, g.Prompt.ID)
+			if tc.params == nil {
+				require.Nil(t, g.Rendered)
+				return
+			}
+			require.Equal(t, ptr(tc.want), g.Rendered)
 		})
 	}
 
@@ -624,14 +630,22 @@ func TestEndpoints(t *testing.T) {
 	require.NoError(t, err)
 	var g search.GetResponse
 	require.NoError(t, json.Unmarshal(raw, &g))
-	require.Equal(t, "Ask Eve for the invoice "+w, g.Rendered)
+	require.Equal(t, ptr("Ask Eve for the invoice "+w), g.Rendered)
+
+	// Without params: the prompt, unrendered (it needs "who").
+	raw, err = call("prompts.get", `{"id":"ask-`+w+`"}`, "agentq.prompts.get.response.v1")
+	require.NoError(t, err)
+	g = search.GetResponse{}
+	require.NoError(t, json.Unmarshal(raw, &g))
+	require.Equal(t, "ask-"+w, g.Prompt.ID)
+	require.Nil(t, g.Rendered)
 
 	for _, tc := range []struct{ subject, req, code string }{
 		{"search.prompts", `{"query":""}`, service.CodeBadRequest},
 		{"search.prompts", `{"query":"x","limit":500}`, service.CodeBadRequest},
 		{"search.tools", `{"limit":5}`, service.CodeBadRequest},
 		{"prompts.get", `{"id":"nope-` + w + `"}`, service.CodeNotFound},
-		{"prompts.get", `{"id":"ask-` + w + `"}`, service.CodeRendering},
+		{"prompts.get", `{"id":"ask-` + w + `","params":{}}`, service.CodeRendering},
 		{"prompts.get", `{"id":"ask-` + w + `","version":1,"label":"production"}`, service.CodeBadRequest},
 	} {
 		_, err := call(tc.subject, tc.req, "")
