@@ -1,14 +1,14 @@
-// Command indexer is reserved for agentq's indexer consumer, which is not built yet
-// (see the README's status table). It exits with an error rather than
-// pretending to run.
+// Command indexer keeps the prompt library and the tool registry from the
+// stream, embeds and indexes them, publishes prompt.indexed, tool.indexed
+// and indexer.rejected, and serves search.prompts, search.tools and
+// prompts.get over NATS. Configuration: AGENTQ_* (see README).
 package main
 
 import (
-	"fmt"
 	"os"
+
+	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/internal/indexer"
 )
 
-func main() {
-	fmt.Fprintln(os.Stderr, "indexer: not built yet in this version of agentq; see the README's status table")
-	os.Exit(2)
-}
+func main() { os.Exit(app.Main("indexer", indexer.Consumer)) }

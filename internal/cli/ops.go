@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/database"
+	"github.com/agentq/agentq/internal/indexer"
 	"github.com/agentq/agentq/internal/quality"
 	"github.com/agentq/agentq/internal/rating"
 	"github.com/agentq/agentq/internal/replay"
@@ -77,12 +78,20 @@ func runMigrate(ctx context.Context, e Env, cfg config.Config, log zerolog.Logge
 }
 
 // rebuildTargets are the consumers agentq replay can rebuild.
-var rebuildTargets = map[string]func(pool *pgxpool.Pool, cfg config.Config, log zerolog.Logger) replay.Target{
-	"scorer": func(pool *pgxpool.Pool, _ config.Config, log zerolog.Logger) replay.Target {
-		return quality.RebuildTarget(pool, quality.Options{}, log)
+// Each returns the target and what releases it.
+var rebuildTargets = map[string]func(ctx context.Context, pool *pgxpool.Pool, cfg config.Config, log zerolog.Logger) (replay.Target, func(), error){
+	"scorer": func(_ context.Context, pool *pgxpool.Pool, _ config.Config, log zerolog.Logger) (replay.Target, func(), error) {
+		return quality.RebuildTarget(pool, quality.Options{}, log), func() {}, nil
 	},
-	"rater": func(pool *pgxpool.Pool, cfg config.Config, log zerolog.Logger) replay.Target {
-		return rating.RebuildTarget(pool, rating.Options{Rater: cfg.Rater}, log)
+	"rater": func(_ context.Context, pool *pgxpool.Pool, cfg config.Config, log zerolog.Logger) (replay.Target, func(), error) {
+		return rating.RebuildTarget(pool, rating.Options{Rater: cfg.Rater}, log), func() {}, nil
+	},
+	"indexer": func(ctx context.Context, pool *pgxpool.Pool, cfg config.Config, log zerolog.Logger) (replay.Target, func(), error) {
+		emb, release, err := indexer.OpenEmbedders(ctx, cfg, log)
+		if err != nil {
+			return replay.Target{}, nil, err
+		}
+		return indexer.RebuildTarget(pool, emb, indexer.Options{}, log), release, nil
 	},
 }
 
@@ -93,18 +102,22 @@ const reratingRefusal = `rebuilding the rater re-rates every event with the rule
 
 func runReplay(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
 	fs := flags("replay", e)
-	consumer := fs.String("consumer", "", "consumer to rebuild: scorer or rater (required)")
+	consumer := fs.String("consumer", "", "consumer to rebuild: scorer, rater or indexer (required)")
 	tenant := fs.String("tenant", "", "rebuild only this tenant (default: every tenant)")
 	yes := fs.Bool("yes", false, "confirm: the consumer's derived state is deleted, then rebuilt from the stream")
 	truncated := fs.Bool("allow-truncated", false, "rebuild from what the stream still holds when its oldest events are gone")
 	rerate := fs.Bool("yes-rerate", false, "rater only: confirm that every event is rated again, by the rules")
 	fs.Usage = func() {
-		fmt.Fprintln(e.Stderr, `usage: agentq replay --consumer scorer|rater [--tenant T] --yes [--yes-rerate]
+		fmt.Fprintln(e.Stderr, `usage: agentq replay --consumer scorer|rater|indexer [--tenant T] --yes [--yes-rerate]
 
 Rebuilds a consumer's derived state from stream AGENTQ while traffic flows and
 its copies keep running: the state is reset and the history re-applied by this
 command, publishing nothing (results are already in the stream); live copies
-withhold the tenant's results until the rebuild completes.`)
+withhold the tenant's results until the rebuild completes. The indexer's live
+copies hold the tenant's new events back until then (its decisions, such as
+the next free version, depend on the whole library), and the rebuild follows
+the decisions its results recorded. To re-embed after a model change without
+a rebuild, use agentq reindex.`)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -117,7 +130,7 @@ withhold the tenant's results until the rebuild completes.`)
 		fs.Usage()
 		return errUsage
 	case !ok:
-		fmt.Fprintf(e.Stderr, "agentq replay: cannot rebuild %q (rebuildable: scorer, rater)\n", *consumer)
+		fmt.Fprintf(e.Stderr, "agentq replay: cannot rebuild %q (rebuildable: scorer, rater, indexer)\n", *consumer)
 		return errUsage
 	case *consumer == "rater" && !*rerate:
 		fmt.Fprintf(e.Stderr, "agentq replay: %s\n", reratingRefusal)
@@ -149,9 +162,14 @@ withhold the tenant's results until the rebuild completes.`)
 	if *tenant != "" {
 		scope = "tenant " + *tenant
 	}
+	t, release, err := target(ctx, pool, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer release()
 	fmt.Fprintf(e.Stderr, "rebuilding %s for %s ...\n", *consumer, scope)
 	last := time.Now()
-	rep, err := replay.Rebuild(ctx, js, pool, reg, target(pool, cfg, log), replay.Options{
+	rep, err := replay.Rebuild(ctx, js, pool, reg, t, replay.Options{
 		Tenant: *tenant, BatchSize: cfg.BatchSize, MaxPayload: cfg.MaxPayload, AllowTruncated: *truncated, Log: log,
 		Progress: func(done, total uint64) {
 			if time.Since(last) >= time.Second {

@@ -1,0 +1,57 @@
+package indexer_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/embed"
+	"github.com/agentq/agentq/internal/indexer"
+)
+
+// renamed is an embedder whose vectors are Lexical's under another model
+// name: a model change the index must catch up with.
+type renamed struct{ embed.Lexical }
+
+func (renamed) Model() string { return "test-renamed-v1" }
+
+// After a model change, Reindex re-embeds exactly the rows of the old
+// model, in place, and a second run finds nothing to do.
+func TestReindexAfterModelChange(t *testing.T) {
+	r := newRig(t)
+	for i := range 70 { // more than one batch
+		r.apply(t, indexer.TypePromptCreated, prompt(fmt.Sprintf("p%02d", i), 1, fmt.Sprintf("Prompt number %d about invoices", i)))
+	}
+	r.apply(t, indexer.TypeToolRegistered, map[string]any{"name": "send_invoice", "description": "Send an invoice by email"})
+	ctx := context.Background()
+	before, err := indexer.ReadState(ctx, r.pool, r.tenant)
+	require.NoError(t, err)
+
+	emb := indexer.Embedders{Prompts: renamed{}, Tools: renamed{}}
+	var calls []string
+	rep, err := indexer.Reindex(ctx, r.pool, emb, indexer.ReindexOptions{Tenant: r.tenant, BatchSize: 32,
+		Progress: func(kind string, done, total int) { calls = append(calls, fmt.Sprintf("%s %d/%d", kind, done, total)) }})
+	require.NoError(t, err)
+	require.Equal(t, indexer.ReindexReport{Prompts: 70, Tools: 1, PromptModel: "test-renamed-v1", ToolModel: "test-renamed-v1", Took: rep.Took}, rep)
+	require.Equal(t, []string{"prompts 0/70", "prompts 32/70", "prompts 64/70", "prompts 70/70", "tools 0/1", "tools 1/1"}, calls)
+
+	var models []string
+	rows, err := r.pool.Query(ctx, `SELECT DISTINCT embedding_model || '/' || embedding_dim FROM prompts WHERE tenant_id = $1
+	                                UNION SELECT DISTINCT embedding_model || '/' || embedding_dim FROM tools WHERE tenant_id = $1`, r.tenant)
+	require.NoError(t, err)
+	for rows.Next() {
+		var m string
+		require.NoError(t, rows.Scan(&m))
+		models = append(models, m)
+	}
+	require.Equal(t, []string{fmt.Sprintf("test-renamed-v1/%d", embed.Lexical{}.Dimension())}, models)
+	after, err := indexer.ReadState(ctx, r.pool, r.tenant)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "only vectors change")
+
+	rep, err = indexer.Reindex(ctx, r.pool, emb, indexer.ReindexOptions{Tenant: r.tenant})
+	require.NoError(t, err)
+	require.Zero(t, rep.Prompts+rep.Tools, "nothing left to re-embed")
+}
