@@ -19,8 +19,8 @@ import (
 	"github.com/agentq/agentq/internal/devdb"
 	"github.com/agentq/agentq/internal/embed"
 	"github.com/agentq/agentq/internal/embed/eval"
+	"github.com/agentq/agentq/internal/indexer"
 	"github.com/agentq/agentq/internal/library"
-	"github.com/agentq/agentq/internal/provider"
 	"github.com/agentq/agentq/internal/registry"
 	"github.com/agentq/agentq/internal/search"
 )
@@ -42,9 +42,11 @@ description, content, type and tags. --queries reads the queries from a
 second file of the same shape instead.
 
 The database is AGENTQ_DATABASE_URL, else a private PGlite dev database
-started for the run. --embedder auto is the indexer's choice: the
-configured provider (AGENTQ_EMBED_BASE_URL), else the sentence encoder when
-node and its npm package are installed, else the lexical embedder.`)
+started for the run. --embedder auto is the indexer's choice for the kind
+(AGENTQ_EMBED_PROMPTS, AGENTQ_EMBED_TOOLS): the configured provider
+(AGENTQ_EMBED_BASE_URL); else for prompts the lexical embedder, and for
+tools the sentence encoder when node and its npm package are installed,
+else the lexical embedder.`)
 }
 
 // armFigures are one arm's means.
@@ -110,7 +112,7 @@ func runEval(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, 
 		return usageError(e, fs, "eval", "--kind must be tools or prompts, not %q", *kind)
 	}
 
-	emb, closeEmb, err := evalEmbedder(ctx, *embedder, cfg, log)
+	emb, closeEmb, err := evalEmbedder(ctx, *embedder, k, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -186,41 +188,22 @@ func evaluateRetrieval(ctx context.Context, pool *pgxpool.Pool, k search.EvalKin
 	return rep, nil
 }
 
-// evalEmbedder opens the embedder named by choice.
-func evalEmbedder(ctx context.Context, choice string, cfg config.Config, log zerolog.Logger) (embed.Embedder, func(), error) {
-	nop := func() {}
+// evalEmbedder opens the embedder named by choice; auto is the one the
+// indexer would use for kind (indexer.Choose), so the figures are those of
+// the configuration in force.
+func evalEmbedder(ctx context.Context, choice string, k search.EvalKind, cfg config.Config, log zerolog.Logger) (embed.Embedder, func(), error) {
 	if choice == "auto" {
-		switch {
-		case cfg.Embed.BaseURL != "":
-			choice = "provider"
-		case embed.SentenceAvailable(cfg.PGliteDir):
-			choice = "sentence"
-		default:
-			choice = "lexical"
+		kind := indexer.KindPrompts
+		if k == search.EvalTools {
+			kind = indexer.KindTools
 		}
+		choice = indexer.Choose(cfg, kind)
 	}
 	switch choice {
-	case "lexical":
-		return embed.Lexical{}, nop, nil
-	case "sentence":
-		s, err := embed.NewSentence(ctx, embed.SentenceOptions{Dir: cfg.PGliteDir, Log: log})
-		if err != nil {
-			return nil, nop, err
-		}
-		return s, func() { _ = s.Close() }, nil
-	case "provider":
-		if cfg.Embed.BaseURL == "" {
-			return nil, nop, errors.New("--embedder provider needs AGENTQ_EMBED_BASE_URL")
-		}
-		retries := cfg.Embed.MaxRetries
-		if retries == 0 {
-			retries = -1 // the provider's 0 is its default; the configuration's 0 is none
-		}
-		e, err := embed.New(provider.EmbedOptions{Options: provider.Options{BaseURL: cfg.Embed.BaseURL, Model: cfg.Embed.Model,
-			APIKey: cfg.Embed.APIKey, MaxRPS: cfg.Embed.MaxRPS, MaxRetries: retries}})
-		return e, nop, err
+	case "lexical", "sentence", "provider":
+		return indexer.OpenEmbedder(ctx, cfg, choice, log)
 	}
-	return nil, nop, fmt.Errorf("--embedder %q: want auto, lexical, sentence or provider", choice)
+	return nil, func() {}, fmt.Errorf("--embedder %q: want auto, lexical, sentence or provider", choice)
 }
 
 // evalDatabase opens AGENTQ_DATABASE_URL, or starts a private PGlite for
