@@ -3,6 +3,7 @@ package indexer
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -78,7 +79,14 @@ func RebuildTarget(pool *pgxpool.Pool, emb Embedders, opts Options, log zerolog.
 func serveSearch(ctx context.Context, d *app.Deps, emb Embedders) (func(), error) {
 	semb := search.Embedders{Prompts: emb.Prompts, Tools: emb.Tools}
 	if err := search.EnsureIndexes(ctx, d.Pool, semb); err != nil {
-		return nil, fmt.Errorf("vector indexes: %w", err)
+		if !bus.IsUnavailable(err) {
+			return nil, fmt.Errorf("vector indexes: %w", err)
+		}
+		// A provider that is down cannot say its dimension yet: serve
+		// anyway (the vector arm scans until the index exists) and
+		// create the index when it answers.
+		d.Log.Warn().Err(err).Msg("vector indexes wait for the embedding provider")
+		go ensureIndexesLater(ctx, d, semb)
 	}
 	c := d.Config.Search
 	s, err := search.New(d.Pool, semb, search.Options{
@@ -103,6 +111,25 @@ func serveSearch(ctx context.Context, d *app.Deps, emb Embedders) (func(), error
 		return nil, fmt.Errorf("search service: %w", err)
 	}
 	return func() { _ = svc.Stop() }, nil
+}
+
+func ensureIndexesLater(ctx context.Context, d *app.Deps, semb search.Embedders) {
+	for wait := time.Second; ; wait = min(2*wait, time.Minute) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		err := search.EnsureIndexes(ctx, d.Pool, semb)
+		if err == nil {
+			d.Log.Info().Msg("vector indexes created")
+			return
+		}
+		if !bus.IsUnavailable(err) && ctx.Err() == nil {
+			d.Log.Error().Err(err).Msg("vector indexes")
+			return
+		}
+	}
 }
 
 func weights(w [4]float64) search.Weights {

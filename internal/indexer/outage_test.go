@@ -1,0 +1,70 @@
+package indexer_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/indexer"
+	"github.com/agentq/agentq/internal/provider/providertest"
+	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/schemas"
+)
+
+// With the embedding provider down (503), nothing is indexed, nothing is
+// dead-lettered, and every event is applied once it is back, with the
+// provider's model recorded with each vector.
+func TestProviderOutageIndexesWhenBack(t *testing.T) {
+	srv := providertest.New(t)
+	srv.SetFailing(503, "")
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(t, n.URL)
+	cfg.Embed.BaseURL, cfg.Embed.Model, cfg.Embed.MaxRetries = srv.URL, "test-embed", 0
+	cfg.EmbedPrompts, cfg.EmbedTools = "auto", "auto"
+	cfg.MaxDeliver = 2 // outages must not spend it
+	tenant := testenv.Tenant(t)
+	reg, err := schemas.Load()
+	require.NoError(t, err)
+	pub := bus.NewPublisher(n.JS, reg)
+	testenv.StartProcess(t, cfg, "indexer", indexer.Consumer)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const count = 12
+	for i := range count {
+		typ, data := indexer.TypePromptCreated, map[string]any{"id": fmt.Sprintf("p%d", i), "type": "task", "name": "P", "content": fmt.Sprintf("Text %d", i)}
+		if i%3 == 0 {
+			typ, data = indexer.TypeToolRegistered, map[string]any{"name": fmt.Sprintf("tool_%d", i), "description": fmt.Sprintf("Does thing %d", i)}
+		}
+		ev, err := bus.NewEvent(typ, tenant, "test", data)
+		require.NoError(t, err)
+		_, err = pub.Publish(ctx, ev)
+		require.NoError(t, err)
+	}
+	pool := testenv.Pool(t)
+	applied := func() int {
+		var k int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE consumer = 'indexer' AND tenant_id = $1`, tenant).Scan(&k))
+		return k
+	}
+	// Held back while the provider answers 503, for longer than the
+	// delivery budget would last if outages counted.
+	testenv.Eventually(t, 30*time.Second, func() bool { return srv.EmbeddingRequests() >= 6 }, "the indexer keeps trying the provider")
+	require.Zero(t, applied())
+	srv.SetFailing(0, "")
+	testenv.Eventually(t, 60*time.Second, func() bool { return applied() == count }, "every event applied once the provider is back")
+	require.Empty(t, testenv.DeadLetters(t, n.JS))
+	var models []string
+	rows, err := pool.Query(ctx, `SELECT DISTINCT embedding_model FROM prompts WHERE tenant_id = $1 UNION SELECT DISTINCT embedding_model FROM tools WHERE tenant_id = $1`, tenant)
+	require.NoError(t, err)
+	for rows.Next() {
+		var m string
+		require.NoError(t, rows.Scan(&m))
+		models = append(models, m)
+	}
+	require.Equal(t, []string{"test-embed"}, models)
+}
