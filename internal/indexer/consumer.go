@@ -26,14 +26,20 @@ var Consumer = NewConsumer(Options{})
 // the search service, side by side.
 func NewConsumer(opts Options) app.Consumer {
 	opts = opts.withDefaults()
-	return app.Consumer{Name: opts.Consumer, Run: func(ctx context.Context, d *app.Deps) error {
+	return app.Consumer{Name: opts.Consumer, Run: func(ctx context.Context, d *app.Deps) (err error) {
 		if err := database.EnsureFence(ctx, d.Pool, opts.Consumer); err != nil {
 			if ctx.Err() != nil {
 				return nil // stopped while starting: not a failure
 			}
 			return err
 		}
-		emb, closeEmb, err := OpenEmbedders(ctx, d.Config, d.Log)
+		known := 0
+		if d.Config.Embed.BaseURL != "" {
+			if known, err = StoredDimension(ctx, d.Pool, d.Config.Embed.Model); err != nil {
+				return fmt.Errorf("stored embedding dimension: %w", err)
+			}
+		}
+		emb, closeEmb, err := openEmbedders(ctx, d.Config, known, d.Log)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/embed"
+	"github.com/agentq/agentq/internal/library"
 	"github.com/agentq/agentq/internal/provider"
 )
 
@@ -48,6 +49,13 @@ func Choose(cfg config.Config, kind string) string {
 // OpenEmbedder opens the embedder named by choice (see Choose); the
 // returned func releases it.
 func OpenEmbedder(ctx context.Context, cfg config.Config, choice string, log zerolog.Logger) (embed.Embedder, func(), error) {
+	return openEmbedder(ctx, cfg, choice, 0, log)
+}
+
+// openEmbedder is OpenEmbedder with the dimension of the provider model's
+// vectors already stored (0: none), so a model that changed behind its
+// name is caught on its first answer.
+func openEmbedder(ctx context.Context, cfg config.Config, choice string, known int, log zerolog.Logger) (embed.Embedder, func(), error) {
 	nop := func() {}
 	switch choice {
 	case "lexical":
@@ -69,7 +77,7 @@ func OpenEmbedder(ctx context.Context, cfg config.Config, choice string, log zer
 		e, err := embed.New(provider.EmbedOptions{Options: provider.Options{
 			BaseURL: cfg.Embed.BaseURL, Model: cfg.Embed.Model, APIKey: cfg.Embed.APIKey,
 			MaxRPS: cfg.Embed.MaxRPS, MaxRetries: retries,
-		}})
+		}, KnownDimension: known})
 		if err != nil {
 			return nil, nop, fmt.Errorf("embeddings provider: %w", err)
 		}
@@ -82,8 +90,22 @@ func OpenEmbedder(ctx context.Context, cfg config.Config, choice string, log zer
 // sharing one instance when both kinds use the same; the returned func
 // releases them.
 func OpenEmbedders(ctx context.Context, cfg config.Config, log zerolog.Logger) (Embedders, func(), error) {
+	return openEmbedders(ctx, cfg, 0, log)
+}
+
+// StoredDimension returns the dimension of the vectors stored for model
+// (0 when there are none).
+func StoredDimension(ctx context.Context, db library.DB, model string) (int, error) {
+	var dim int
+	err := db.QueryRow(ctx, `SELECT coalesce(max(d), 0) FROM (
+	    (SELECT embedding_dim AS d FROM prompts WHERE embedding_model = $1 LIMIT 1)
+	    UNION ALL (SELECT embedding_dim FROM tools WHERE embedding_model = $1 LIMIT 1)) s`, model).Scan(&dim)
+	return dim, err
+}
+
+func openEmbedders(ctx context.Context, cfg config.Config, known int, log zerolog.Logger) (Embedders, func(), error) {
 	pc, tc := Choose(cfg, KindPrompts), Choose(cfg, KindTools)
-	p, closeP, err := OpenEmbedder(ctx, cfg, pc, log)
+	p, closeP, err := openEmbedder(ctx, cfg, pc, known, log)
 	if err != nil {
 		return Embedders{}, nil, err
 	}
@@ -91,7 +113,7 @@ func OpenEmbedders(ctx context.Context, cfg config.Config, log zerolog.Logger) (
 		log.Info().Str("prompts", p.Model()).Str("tools", p.Model()).Msg("embedders in force")
 		return Embedders{Prompts: p, Tools: p}, closeP, nil
 	}
-	t, closeT, err := OpenEmbedder(ctx, cfg, tc, log)
+	t, closeT, err := openEmbedder(ctx, cfg, tc, known, log)
 	if err != nil {
 		closeP()
 		return Embedders{}, nil, err

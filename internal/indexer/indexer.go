@@ -30,6 +30,7 @@ import (
 	"github.com/agentq/agentq/internal/database"
 	"github.com/agentq/agentq/internal/embed"
 	"github.com/agentq/agentq/internal/library"
+	"github.com/agentq/agentq/internal/provider"
 )
 
 // Options configures the indexer.
@@ -148,10 +149,16 @@ func (ix *Indexer) embed(ctx context.Context, ops []op, valid []int, errs []erro
 			continue
 		}
 		vecs, err := e.Embed(ctx, texts)
-		if err != nil && !bus.IsUnavailable(err) && len(texts) > 1 {
+		if err != nil && !bus.IsUnavailable(err) && !errors.Is(err, provider.ErrDimensionChanged) && len(texts) > 1 {
 			// One text the model refuses must not fail its neighbours:
 			// embed one by one to find it.
 			vecs, err = ix.embedEach(ctx, e, ops, idx, errs)
+		}
+		if errors.Is(err, provider.ErrDimensionChanged) {
+			// Not the events' fault, and indexing them would mix
+			// dimensions under one model name: they wait for the
+			// operator (restore the model, or agentq reindex --all).
+			err = bus.Unavailable(err)
 		}
 		if err != nil {
 			for _, i := range idx {
@@ -181,7 +188,7 @@ func (ix *Indexer) embedEach(ctx context.Context, e embed.Embedder, ops []op, id
 		switch {
 		case err == nil:
 			vecs[j] = v[0]
-		case bus.IsUnavailable(err) || ctx.Err() != nil:
+		case bus.IsUnavailable(err) || errors.Is(err, provider.ErrDimensionChanged) || ctx.Err() != nil:
 			return nil, err
 		default:
 			// Stored without a vector: full text still finds it, and

@@ -68,3 +68,46 @@ func TestProviderOutageIndexesWhenBack(t *testing.T) {
 	}
 	require.Equal(t, []string{"test-embed"}, models)
 }
+
+// A provider model whose dimension changes behind its name holds events
+// back (nothing stored with mixed dimensions, nothing dead-lettered) until
+// the operator acts.
+func TestDimensionChangeHoldsEventsBack(t *testing.T) {
+	srv := providertest.New(t)
+	srv.SetDimension(8)
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(t, n.URL)
+	cfg.Embed.BaseURL, cfg.Embed.Model, cfg.Embed.MaxRetries = srv.URL, "dim-"+testenv.Tenant(t), 0
+	cfg.EmbedPrompts, cfg.EmbedTools = "auto", "auto"
+	cfg.MaxDeliver = 2
+	tenant := testenv.Tenant(t)
+	reg, err := schemas.Load()
+	require.NoError(t, err)
+	pub := bus.NewPublisher(n.JS, reg)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	publish := func(id string) {
+		ev, err := bus.NewEvent(indexer.TypePromptCreated, tenant, "test", map[string]any{"id": id, "type": "task", "name": "P", "content": "Text " + id})
+		require.NoError(t, err)
+		_, err = pub.Publish(ctx, ev)
+		require.NoError(t, err)
+	}
+	pool := testenv.Pool(t)
+	count := func() int {
+		var k int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM prompts WHERE tenant_id = $1`, tenant).Scan(&k))
+		return k
+	}
+	p := testenv.StartProcess(t, cfg, "indexer", indexer.Consumer)
+	publish("a")
+	testenv.Eventually(t, 30*time.Second, func() bool { return count() == 1 }, "indexed at dimension 8")
+	p.Stop()
+
+	srv.SetDimension(16) // the model behind the name changed
+	before := srv.EmbeddingRequests()
+	testenv.StartProcess(t, cfg, "indexer", indexer.Consumer)
+	publish("b")
+	testenv.Eventually(t, 30*time.Second, func() bool { return srv.EmbeddingRequests() >= before+3 }, "the indexer keeps asking")
+	require.Equal(t, 1, count(), "nothing stored with another dimension")
+	require.Empty(t, testenv.DeadLetters(t, n.JS))
+}
