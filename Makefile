@@ -25,13 +25,14 @@ dev: deps
 
 test: deps vet
 	$(GO) test -count=1 -timeout 20m ./...
-	$(GO) test -count=1 -race -timeout 10m ./internal/chat/ ./internal/bus/ ./schemas/ ./internal/service/ ./internal/job/ ./internal/provider/...
+	$(GO) test -count=1 -race -timeout 10m ./internal/chat/ ./internal/bus/ ./schemas/ ./internal/service/ ./internal/job/ ./internal/provider/... ./internal/library/ ./internal/search/
 	$(MAKE) fuzz
 
 # Short fuzzing runs of the decoders that take outside input.
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 10s ./internal/bus/
 	$(GO) test -run '^$$' -fuzz FuzzValidate -fuzztime 10s ./schemas/
+	$(GO) test -run '^$$' -fuzz FuzzCheckAndRender -fuzztime 10s ./internal/library/
 
 test-short: deps
 	$(GO) test -short -count=1 ./...
