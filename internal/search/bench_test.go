@@ -97,7 +97,7 @@ func TestExplainHybrid(t *testing.T) {
 	require.NoError(t, err)
 	for _, k := range []kind{promptKind, toolKind} {
 		filter := `a.tenant_id IN ({tenant}, '_global')`
-		ctes, err := defaultTuning.retrievalSQL(k, Hybrid, filter, lex.Model(), lex.Dimension())
+		ctes, err := promptTuning.retrievalSQL(k, Hybrid, filter, lex.Model(), lex.Dimension())
 		require.NoError(t, err)
 		sql, args := bind(`EXPLAIN (ANALYZE, BUFFERS) `+ctes+` SELECT * FROM fused`, map[string]any{
 			"tenant": benchTenant, "query": benchQueries[0], "k": 30, "lexn": DefaultLexicalCandidates, "vec": plan{vec: v[0]}.vector()})

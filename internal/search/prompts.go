@@ -91,7 +91,7 @@ func (s *Searcher) Prompts(ctx context.Context, tenant string, req PromptsReques
 	if p.mode != Lexical {
 		named["vec"] = p.vector()
 	}
-	tune := s.tune
+	tune := s.promptTune
 	ctes, err := tune.retrievalSQL(promptKind, p.mode, filter, p.model, len(p.vec))
 	if err != nil {
 		return PromptsResponse{}, err

@@ -16,53 +16,44 @@ import (
 	"github.com/agentq/agentq/internal/embed"
 )
 
-// rrfK is the reciprocal-rank constant (Cormack et al., 2009).
-const rrfK = 60
-
-// tuning holds the retrieval choices that were measured with
-// TestSweepFusion and agentq eval retrieval.
+// tuning holds the retrieval choices, measured with TestSweepFusion and
+// agentq eval retrieval on internal/embed/testdata.
 type tuning struct {
-	// lexForm: "and" (websearch_to_tsquery: every word), "or" (any word of
-	// the query), "tiered" (the matches of both, those with every word
-	// ranked first).
-	lexForm string
-	// rankFn is ts_rank_cd or ts_rank; rankNorm its normalisation flags.
-	rankFn   string
-	rankNorm int
+	// rrfK is the reciprocal-rank constant (60 in Cormack et al., 2009).
+	rrfK float64
 	// vecWeight and lexWeight weigh the arms in the fusion.
 	vecWeight, lexWeight float64
-	// minMatch is the share of the query's lexemes a full-text match
-	// must hold (Elasticsearch's minimum_should_match); orderByCov ranks
-	// the matches by that share first; scaleByCov scales a match's
-	// share of the fusion by it.
-	minMatch               float64
-	orderByCov, scaleByCov bool
-	// covPower raises the coverage when scaling (0 means 1).
+	// k1 and b are BM25's term-frequency saturation and length
+	// normalisation.
+	k1, b float64
+	// nameWeight and descWeight count an occurrence in the name (tsvector
+	// weight A) or the description and tags (B) as this many occurrences
+	// in the content (BM25F's field boosts); 0 means 1.
+	nameWeight, descWeight float64
+	// covPower scales a full-text match's share of the fusion by its
+	// coverage (the share of the query's IDF it holds) to this power; 0
+	// leaves it unscaled. It keeps one-word matches of long queries from
+	// pushing better vector candidates down.
 	covPower float64
 }
 
-// defaultTuning was chosen on internal/embed/testdata with the lexical and
-// sentence embedders (TestSweepFusion): OR matching finds what AND misses
-// (paraphrases); ordering matches by the share of the query's words they
-// hold, and scaling their share of the fusion by its cube, keeps one-word
-// matches from pushing better vector candidates down (tools with the
-// sentence encoder: recall@5 0.775 → 0.875, MRR 0.533 → 0.625, now at or
-// above the vector arm on every measure; prompts stay at 1.0); ts_rank_cd
-// against ts_rank, length normalisation and arm weights 1.5 made no
-// difference beyond noise. A square instead of the cube was as good on
-// prompts-intent (nDCG 0.845 against 0.836) and worse on tools (MRR 0.585).
-var defaultTuning = tuning{lexForm: "tiered", rankFn: "ts_rank_cd", vecWeight: 1, lexWeight: 1,
-	orderByCov: true, scaleByCov: true, covPower: 3}
+// Tunings per kind, chosen on the evaluation sets of internal/embed/testdata
+// (see TestSweepFusion).
+var (
+	promptTuning = tuning{rrfK: 60, vecWeight: 1, lexWeight: 1, k1: 1.2, b: 0.75, nameWeight: 1, descWeight: 1}
+	toolTuning   = tuning{rrfK: 60, vecWeight: 1, lexWeight: 1, k1: 1.2, b: 0.75, nameWeight: 1, descWeight: 1}
+)
 
 // kind describes one searchable table.
 type kind struct {
 	table string   // prompts or tools
+	stats string   // its kind in search_corpus and search_lexemes
 	keys  []string // its primary key columns
 }
 
 var (
-	promptKind = kind{"prompts", []string{"tenant_id", "id", "version"}}
-	toolKind   = kind{"tools", []string{"tenant_id", "name"}}
+	promptKind = kind{"prompts", "prompt", []string{"tenant_id", "id", "version"}}
+	toolKind   = kind{"tools", "tool", []string{"tenant_id", "name"}}
 )
 
 func (k kind) cols(alias string) string {
@@ -76,7 +67,18 @@ func (k kind) cols(alias string) string {
 // retrievalSQL builds the candidate CTEs of one search, ending in fused
 // (keys, dist, lrank, rrf), best first, at most {k} rows. filter is the
 // arms' WHERE condition over alias a. model and dim name the vectors (mode
-// Hybrid or Vector).
+// Hybrid or Vector). Placeholders: {k}, {vec}, {query}, {tenant}, {lexn}.
+//
+// The full-text arm is BM25 (Lucene's IDF, k1, b) over a bounded
+// candidate set. IDF comes from search_lexemes and search_corpus
+// (migrations/00008, kept by triggers) for the tenant and _global.
+// Candidates are the rows holding the query's rarest lexemes, taken
+// rarest first while the document frequencies taken so far stay under
+// {lexn} (the rarest always), at most {lexn} rows, plus at most {lexn}
+// rows holding every word: a common word never floods the candidates,
+// and ranking costs a bounded number of row reads whatever the corpus
+// size. A lexeme's term frequency is read from the row's tsvector
+// positions, weighted by field; a row's length is length(search_text).
 func (t tuning) retrievalSQL(k kind, mode Mode, filter, model string, dim int) (string, error) {
 	var ctes []string
 	keysA, keysC := k.cols("a"), k.cols("c")
@@ -94,71 +96,69 @@ func (t tuning) retrievalSQL(k kind, mode Mode, filter, model string, dim int) (
     ORDER BY %[3]s LIMIT {k}) c)`, keysC, keysA, dist, k.table, lit, filter))
 	}
 	if mode != Vector {
-		rank := fmt.Sprintf("%s(a.search_text, lexq.orq, %d)", t.rankFn, t.rankNorm)
-		var match string
-		switch t.lexForm {
-		case "and":
-			match = fmt.Sprintf(`SELECT %s FROM %s a, lexq WHERE a.search_text @@ lexq.andq AND %s LIMIT {lexn}`, keysA, k.table, filter)
-			rank = fmt.Sprintf("%s(a.search_text, lexq.andq, %d)", t.rankFn, t.rankNorm)
-		case "or":
-			match = fmt.Sprintf(`SELECT %s FROM %s a, lexq WHERE a.search_text @@ lexq.orq AND %s LIMIT {lexn}`, keysA, k.table, filter)
-		default: // tiered
-			match = fmt.Sprintf(`(SELECT %[1]s FROM %[2]s a, lexq WHERE a.search_text @@ lexq.andq AND %[3]s LIMIT {lexn})
-  UNION
-  (SELECT %[1]s FROM %[2]s a, lexq WHERE a.search_text @@ lexq.orq AND %[3]s LIMIT {lexn})`, keysA, k.table, filter)
-			rank += " + (a.search_text @@ lexq.andq)::int"
+		weight := func(w float64) float64 {
+			if w <= 0 {
+				return 1
+			}
+			return w
 		}
-		// The OR form joins the query's lexemes with |: plainto_tsquery
-		// writes them quoted and joined by " & ". lx lists the lexemes,
-		// so each match's coverage (share of them it holds) can gate and
-		// order the matches.
-		// length counts a tsvector's lexemes; ts_delete drops the query's.
-		cov := `(length(a.search_text) - length(ts_delete(a.search_text, lexq.lx)))::float8 / greatest(cardinality(lexq.lx), 1)`
-		// The gate keeps weak matches from crowding out the vector arm's
-		// candidates; alone, full text takes every match.
-		gate := ""
-		if mode == Hybrid && t.minMatch > 0 {
-			gate = fmt.Sprintf("WHERE c.cov >= %g", t.minMatch)
-		}
-		order := "c.lrank DESC"
-		if t.orderByCov {
-			order = "c.cov DESC, c.lrank DESC"
-		}
-		ctes = append(ctes, `lexq AS (SELECT websearch_to_tsquery('english', {query}) AS andq,
-  replace(plainto_tsquery('english', {query})::text, ' & ', ' | ')::tsquery AS orq,
+		// A lexeme's occurrences, each counted by its field's weight.
+		tf := fmt.Sprintf(`(SELECT sum(CASE w WHEN 'A' THEN %g WHEN 'B' THEN %g ELSE 1 END) FROM unnest(u.weights) w)`,
+			weight(t.nameWeight), weight(t.descWeight))
+		ctes = append(ctes,
+			`lexq AS (SELECT websearch_to_tsquery('english', {query}) AS andq,
   tsvector_to_array(to_tsvector('english', {query})) AS lx)`,
-			fmt.Sprintf(`lexm AS (%s)`, match),
+			fmt.Sprintf(`lexs AS (
+  SELECT coalesce(sum(s.docs), 0)::float8 AS n, greatest(coalesce(sum(s.lexemes), 0)::float8 / greatest(sum(s.docs), 1), 1) AS avgdl
+  FROM search_corpus s WHERE s.tenant_id IN ({tenant}, '_global') AND s.kind = '%s')`, k.stats),
+			// before: the summed document frequencies of the rarer lexemes.
+			fmt.Sprintf(`lext AS (
+  SELECT t.lexeme, t.df, ln(1 + (greatest(s.n - t.df, 0) + 0.5) / (t.df + 0.5)) AS idf,
+    sum(t.df) OVER (ORDER BY t.df, t.lexeme ROWS UNBOUNDED PRECEDING) - t.df AS before
+  FROM (SELECT x AS lexeme, coalesce((SELECT sum(d.df) FROM search_lexemes d
+          WHERE d.tenant_id IN ({tenant}, '_global') AND d.kind = '%s' AND d.lexeme = x), 0)::float8 AS df
+        FROM lexq, unnest(lexq.lx) x) t, lexs s)`, k.stats),
+			// Lexemes quoted for tsquery's input: ' doubled, \ escaped.
+			`lexp AS (SELECT string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''', ' | ')::tsquery AS q
+  FROM lext WHERE before < {lexn})`,
+			fmt.Sprintf(`lexm AS (
+  (SELECT %[1]s FROM %[2]s a, lexp WHERE a.search_text @@ lexp.q AND %[3]s LIMIT {lexn})
+  UNION
+  (SELECT %[1]s FROM %[2]s a, lexq WHERE a.search_text @@ lexq.andq AND %[3]s LIMIT {lexn}))`, keysA, k.table, filter),
 			fmt.Sprintf(`lex AS (
   SELECT * FROM (
-    SELECT c.*, row_number() OVER (ORDER BY %[6]s, %[1]s) AS r FROM (
-      SELECT %[2]s, %[3]s AS lrank, %[7]s AS cov
-      FROM lexm m JOIN %[4]s a USING (%[5]s) CROSS JOIN lexq) c
-    %[8]s) d
-  WHERE d.r <= {k})`, keysC, keysA, rank, k.table, keys, order, cov, gate))
+    SELECT c.*, row_number() OVER (ORDER BY c.lrank DESC, %[1]s) AS r FROM (
+      SELECT %[2]s,
+        sum(w.idf * u.tf * %[6]g / (u.tf + %[7]g * (1 - %[8]g + %[8]g * length(a.search_text) / s.avgdl))) AS lrank,
+        sum(w.idf) / (SELECT greatest(sum(idf), 1e-9) FROM lext) AS cov
+      FROM lexm m JOIN %[3]s a USING (%[4]s) CROSS JOIN lexs s
+      CROSS JOIN LATERAL (SELECT u.lexeme, %[5]s AS tf FROM unnest(a.search_text) u) u
+      JOIN lext w ON w.lexeme = u.lexeme
+      GROUP BY %[2]s, s.avgdl) c) d
+  WHERE d.r <= {k})`, keysC, keysA, k.table, keys, tf, t.k1+1, t.k1, t.b))
 	}
 	var fused string
 	switch mode {
 	case Lexical:
-		fused = fmt.Sprintf(`SELECT %s, NULL::float8 AS dist, l.lrank::float8 AS lrank, %g::float8 * %s / (%d + l.r) AS rrf FROM lex l`,
-			k.cols("l"), t.lexWeight, t.covFactor(), rrfK)
+		// Alone, full text ranks by BM25: coverage only weighs it
+		// against the vector arm.
+		fused = fmt.Sprintf(`SELECT %s, NULL::float8 AS dist, l.lrank::float8 AS lrank, %g::float8 / (%g + l.r) AS rrf FROM lex l`,
+			k.cols("l"), t.lexWeight, t.rrfK)
 	case Vector:
-		fused = fmt.Sprintf(`SELECT %s, v.dist::float8 AS dist, NULL::float8 AS lrank, %g::float8 / (%d + v.r) AS rrf FROM vec v`,
-			k.cols("v"), t.vecWeight, rrfK)
+		fused = fmt.Sprintf(`SELECT %s, v.dist::float8 AS dist, NULL::float8 AS lrank, %g::float8 / (%g + v.r) AS rrf FROM vec v`,
+			k.cols("v"), t.vecWeight, t.rrfK)
 	default:
 		fused = fmt.Sprintf(`SELECT %[1]s, v.dist::float8 AS dist, l.lrank::float8 AS lrank,
-    coalesce(%[2]g::float8 / (%[4]d + v.r), 0) + coalesce(%[3]g::float8 * %[5]s / (%[4]d + l.r), 0) AS rrf
-  FROM vec v FULL JOIN lex l USING (%[1]s)`, keys, t.vecWeight, t.lexWeight, rrfK, t.covFactor())
+    coalesce(%[2]g::float8 / (%[4]g + v.r), 0) + coalesce(%[3]g::float8 * %[5]s / (%[4]g + l.r), 0) AS rrf
+  FROM vec v FULL JOIN lex l USING (%[1]s)`, keys, t.vecWeight, t.lexWeight, t.rrfK, t.covFactor())
 	}
 	ctes = append(ctes, fmt.Sprintf("fused AS (%s\n  ORDER BY rrf DESC, %s LIMIT {k})", fused, keys))
 	return "WITH " + strings.Join(ctes, ",\n"), nil
 }
 
 func (t tuning) covFactor() string {
-	if t.scaleByCov {
-		if t.covPower > 1 {
-			return fmt.Sprintf("power(l.cov, %g)", t.covPower)
-		}
-		return "l.cov"
+	if t.covPower > 0 {
+		return fmt.Sprintf("power(l.cov, %g)", t.covPower)
 	}
 	return "1"
 }
@@ -168,11 +168,11 @@ func (t tuning) covFactor() string {
 func (t tuning) maxRRF(mode Mode) float64 {
 	switch mode {
 	case Lexical:
-		return t.lexWeight / (rrfK + 1)
+		return t.lexWeight / (t.rrfK + 1)
 	case Vector:
-		return t.vecWeight / (rrfK + 1)
+		return t.vecWeight / (t.rrfK + 1)
 	}
-	return (t.vecWeight + t.lexWeight) / (rrfK + 1)
+	return (t.vecWeight + t.lexWeight) / (t.rrfK + 1)
 }
 
 var placeholder = regexp.MustCompile(`\{[a-z]+\}`)

@@ -204,7 +204,8 @@ type Searcher struct {
 	force Mode // "" = hybrid when an embedder is set
 	cache *cache
 	pgv   *pgvectorInfo
-	tune  tuning
+	// promptTune and toolTune are the retrieval choices per kind.
+	promptTune, toolTune tuning
 }
 
 // New returns a Searcher over pool. It fails only on invalid options.
@@ -213,13 +214,14 @@ func New(pool *pgxpool.Pool, emb Embedders, opts Options, log zerolog.Logger) (*
 		return nil, err
 	}
 	return &Searcher{
-		pool:  pool,
-		emb:   emb,
-		opts:  opts,
-		log:   log.With().Str("component", "search").Logger(),
-		cache: newCache(opts.CacheSize),
-		pgv:   &pgvectorInfo{},
-		tune:  defaultTuning,
+		pool:       pool,
+		emb:        emb,
+		opts:       opts,
+		log:        log.With().Str("component", "search").Logger(),
+		cache:      newCache(opts.CacheSize),
+		pgv:        &pgvectorInfo{},
+		promptTune: promptTuning,
+		toolTune:   toolTuning,
 	}, nil
 }
 

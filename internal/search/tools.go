@@ -97,7 +97,7 @@ func (s *Searcher) Tools(ctx context.Context, tenant string, req ToolsRequest) (
 	if p.mode != Lexical {
 		named["vec"] = p.vector()
 	}
-	tune := s.tune
+	tune := s.toolTune
 	ctes, err := tune.retrievalSQL(toolKind, p.mode, filter, p.model, len(p.vec))
 	if err != nil {
 		return ToolsResponse{}, err
