@@ -41,7 +41,7 @@ type tuning struct {
 // (see TestSweepFusion).
 var (
 	promptTuning = tuning{rrfK: 60, vecWeight: 1, lexWeight: 1, k1: 1.2, b: 0.75, nameWeight: 1, descWeight: 1}
-	toolTuning   = tuning{rrfK: 60, vecWeight: 1, lexWeight: 1, k1: 1.2, b: 0.75, nameWeight: 1, descWeight: 1}
+	toolTuning   = tuning{rrfK: 60, vecWeight: 1, lexWeight: 1, k1: 1.2, b: 0.75, nameWeight: 1, descWeight: 1, covPower: 1}
 )
 
 // kind describes one searchable table.
@@ -72,10 +72,10 @@ func (k kind) cols(alias string) string {
 // The full-text arm is BM25 (Lucene's IDF, k1, b) over a bounded
 // candidate set. IDF comes from search_lexemes and search_corpus
 // (migrations/00008, kept by triggers) for the tenant and _global.
-// Candidates are the rows holding the query's rarest lexemes, taken
-// rarest first while the document frequencies taken so far stay under
-// {lexn} (the rarest always), at most {lexn} rows, plus at most {lexn}
-// rows holding every word: a common word never floods the candidates,
+// Candidates are the rows holding the query's rarer lexemes, taken
+// rarest first while their summed document frequencies stay within {lexn}
+// (the rarest one always), at most {lexn} rows, plus at most {lexn} rows
+// holding every word: a common word never floods the candidates,
 // and ranking costs a bounded number of row reads whatever the corpus
 // size. A lexeme's term frequency is read from the row's tsvector
 // positions, weighted by field; a row's length is length(search_text).
@@ -111,16 +111,18 @@ func (t tuning) retrievalSQL(k kind, mode Mode, filter, model string, dim int) (
 			fmt.Sprintf(`lexs AS (
   SELECT coalesce(sum(s.docs), 0)::float8 AS n, greatest(coalesce(sum(s.lexemes), 0)::float8 / greatest(sum(s.docs), 1), 1) AS avgdl
   FROM search_corpus s WHERE s.tenant_id IN ({tenant}, '_global') AND s.kind = '%s')`, k.stats),
-			// before: the summed document frequencies of the rarer lexemes.
+			// upto: the summed document frequencies of this lexeme and
+			// the rarer ones; rn: its place, rarest first.
 			fmt.Sprintf(`lext AS (
   SELECT t.lexeme, t.df, ln(1 + (greatest(s.n - t.df, 0) + 0.5) / (t.df + 0.5)) AS idf,
-    sum(t.df) OVER (ORDER BY t.df, t.lexeme ROWS UNBOUNDED PRECEDING) - t.df AS before
+    sum(t.df) OVER (ORDER BY t.df, t.lexeme ROWS UNBOUNDED PRECEDING) AS upto,
+    row_number() OVER (ORDER BY t.df, t.lexeme) AS rn
   FROM (SELECT x AS lexeme, coalesce((SELECT sum(d.df) FROM search_lexemes d
           WHERE d.tenant_id IN ({tenant}, '_global') AND d.kind = '%s' AND d.lexeme = x), 0)::float8 AS df
         FROM lexq, unnest(lexq.lx) x) t, lexs s)`, k.stats),
 			// Lexemes quoted for tsquery's input: ' doubled, \ escaped.
 			`lexp AS (SELECT string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''', ' | ')::tsquery AS q
-  FROM lext WHERE before < {lexn})`,
+  FROM lext WHERE upto <= {lexn} OR rn = 1)`,
 			fmt.Sprintf(`lexm AS (
   (SELECT %[1]s FROM %[2]s a, lexp WHERE a.search_text @@ lexp.q AND %[3]s LIMIT {lexn})
   UNION

@@ -86,10 +86,10 @@ func sweepVariants(def tuning) []tuning {
 	for _, k := range []float64{10, 30, 100} {
 		change(func(t *tuning) { t.rrfK = k })
 	}
-	for _, w := range []float64{0.5, 0.75, 1.5} {
+	for _, w := range []float64{0.5, 0.75, 1.25, 1.5} {
 		change(func(t *tuning) { t.lexWeight = w })
 	}
-	for _, p := range []float64{0, 1, 2, 3} {
+	for _, p := range []float64{0, 1, 1.5, 2, 3} {
 		change(func(t *tuning) { t.covPower = p })
 	}
 	for _, b := range []float64{0.3, 1} {
