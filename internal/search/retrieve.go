@@ -117,9 +117,10 @@ func (t tuning) retrievalSQL(k kind, mode Mode, filter, model string, dim int) (
   SELECT t.lexeme, t.df, ln(1 + (greatest(s.n - t.df, 0) + 0.5) / (t.df + 0.5)) AS idf,
     sum(t.df) OVER (ORDER BY t.df, t.lexeme ROWS UNBOUNDED PRECEDING) AS upto,
     row_number() OVER (ORDER BY t.df, t.lexeme) AS rn
-  FROM (SELECT x AS lexeme, coalesce((SELECT sum(d.df) FROM search_lexemes d
-          WHERE d.tenant_id IN ({tenant}, '_global') AND d.kind = '%s' AND d.lexeme = x), 0)::float8 AS df
-        FROM lexq, unnest(lexq.lx) x) t, lexs s)`, k.stats),
+  FROM (SELECT x.lexeme, coalesce(sum(d.df), 0)::float8 AS df
+        FROM lexq CROSS JOIN LATERAL unnest(lexq.lx) x(lexeme)
+        LEFT JOIN search_lexemes d ON d.tenant_id IN ({tenant}, '_global') AND d.kind = '%s' AND d.lexeme = x.lexeme
+        GROUP BY x.lexeme) t, lexs s)`, k.stats),
 			// Lexemes quoted for tsquery's input: ' doubled, \ escaped.
 			`lexp AS (SELECT string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''', ' | ')::tsquery AS q
   FROM lext WHERE upto <= {lexn} OR rn = 1)`,
