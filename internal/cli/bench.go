@@ -64,6 +64,9 @@ func (r BenchResult) Ratio() float64 { return r.ScorerRate / r.RawRate }
 func (r BenchResult) CeilingRatio() float64 { return r.ScorerRate / r.CeilingRate }
 
 func runBench(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
+	if len(args) > 0 && args[0] == "indexer" {
+		return runBenchIndexer(ctx, e, cfg, log, args[1:]) // benchindexer.go
+	}
 	fs := flags("bench", e)
 	n := fs.Int("events", 20000, "events per phase")
 	rounds := fs.Int("rounds", 3, "rounds of raw + scorer; medians are reported")

@@ -1,0 +1,100 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/cli"
+	"github.com/agentq/agentq/internal/embed"
+	"github.com/agentq/agentq/internal/testenv"
+)
+
+// agentq bench indexer at a small size on the test database: it indexes
+// every generated prompt and tool and reports every figure (not a timing
+// assertion: the test database is PGlite, whose figures mean nothing).
+func TestBenchIndexerReportsEveryFigure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("indexes a generated corpus")
+	}
+	ctx := context.Background()
+	env := map[string]string{"AGENTQ_DATABASE_URL": testenv.DatabaseURL(t), "AGENTQ_METRICS_ADDR": "off", "AGENTQ_LOG_LEVEL": "warn"}
+	args := []string{"bench", "indexer", "--prompts", "60", "--prompt-ids", "20", "--tools", "25", "--requests", "12",
+		"--warmup", "2", "--rounds", "2", "--concurrency", "1,3", "--tools-embedder", "lexical"}
+
+	code, out, errOut := run(ctx, env, "", append(args, "--allow-pglite", "--json")...)
+	require.Equal(t, 0, code, errOut)
+	var res cli.IndexerBenchResult
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+
+	require.Contains(t, res.Database, "PGlite")
+	require.NotEmpty(t, res.Server)
+	require.NotEmpty(t, res.PGVector)
+	require.Positive(t, res.PoolMaxConns)
+	require.True(t, strings.HasPrefix(res.Tenant, "bench-ix-"), res.Tenant)
+	require.Equal(t, []int{60, 20, 25, 12, 2, 500}, []int{res.Prompts, res.PromptIDs, res.Tools, res.Requests, res.Rounds, res.BatchSize})
+	require.Equal(t, embed.LexicalModel, res.PromptModel)
+	require.Equal(t, embed.LexicalModel, res.ToolModel)
+	require.Equal(t, []int{20, 30, 64, 200}, []int{res.PromptK, res.ToolK, res.EFSearch, res.LexicalCandidates})
+	require.InDelta(t, 125, res.PromptWords, 30, "prompts of about 100-150 words")
+
+	ix := res.Indexing
+	for name, rate := range map[string]float64{
+		"publish": ix.Publish, "prompts": ix.Prompts, "tools": ix.Tools, "prompts wall": ix.PromptsWall,
+		"prompts embed": ix.PromptsEmbed, "tools embed": ix.ToolsEmbed,
+		"prompts insert": ix.PromptsInsert, "prompts insert vectors": ix.PromptsInsertVectors,
+		"tools insert": ix.ToolsInsert, "tools insert vectors": ix.ToolsInsertVectors,
+	} {
+		require.Positive(t, rate, name)
+	}
+	require.Less(t, ix.PromptsWall, ix.Publish, "the wall rate includes publishing")
+	require.Equal(t, []int{60, 25, 0}, []int{ix.PromptEmbedSamples, ix.ToolEmbedSamples, ix.Rejected})
+
+	require.Len(t, res.Search, 2)
+	for i, s := range res.Search {
+		require.Equal(t, []int{1, 3}[i], s.Concurrency)
+		for name, l := range map[string]cli.Latency{
+			"search prompts": s.SearchPrompts, "knn prompts": s.KNNPrompts, "fulltext prompts": s.FullTextPrompts,
+			"search tools": s.SearchTools, "knn tools": s.KNNTools, "fulltext tools": s.FullTextTools,
+			"get": s.Get, "get params": s.GetParams,
+		} {
+			require.Equal(t, 12, l.Requests, name)
+			require.Zero(t, l.Errors, name)
+			require.Positive(t, l.P50, name)
+			require.GreaterOrEqual(t, l.P99, l.P50, name)
+			require.GreaterOrEqual(t, l.Max, l.P99, name)
+			require.Positive(t, l.Rate, name)
+		}
+		require.InDelta(t, s.SearchPrompts.P50/s.KNNPrompts.P50, s.PromptsRatioP50, 1e-9)
+		require.InDelta(t, s.SearchPrompts.P99/s.KNNPrompts.P99, s.PromptsRatioP99, 1e-9)
+		require.InDelta(t, s.SearchTools.P50/s.KNNTools.P50, s.ToolsRatioP50, 1e-9)
+		require.InDelta(t, s.SearchTools.P99/s.KNNTools.P99, s.ToolsRatioP99, 1e-9)
+		require.Zero(t, s.EmptyPrompts, "every prompt search finds something (the vector arm always does)")
+		require.Zero(t, s.EmptyTools)
+		require.Zero(t, s.DegradedPrompts)
+		require.Zero(t, s.DegradedTools)
+	}
+
+	// The table: every measurement at every concurrency, and the verdicts.
+	code, out, errOut = run(ctx, env, "", "bench", "indexer", "--allow-pglite", "--prompts", "8", "--prompt-ids", "4", "--tools", "4",
+		"--requests", "3", "--warmup", "0", "--rounds", "1", "--concurrency", "2", "--tools-embedder", "lexical")
+	require.Equal(t, 0, code, errOut)
+	for _, want := range []string{
+		"prompts: indexer draining the backlog", "bare INSERT with vectors (HNSW maintained)", "embedder alone (agentq-lexical-v1, 8 texts)",
+		"2    search.prompts (NATS)", "2      bare SQL kNN, prompts", "2      bare full-text arm, prompts",
+		"2    search.tools (NATS)", "2      bare SQL kNN, tools", "2      bare full-text arm, tools",
+		"2    prompts.get (NATS)", "2    prompts.get with params (NATS)", "2    search / bare kNN: prompts p50",
+		"indexing ", "concurrency 2: search.prompts p99",
+	} {
+		require.Contains(t, out, want)
+	}
+
+	// Figures on PGlite are refused unless asked for.
+	code, _, errOut = run(ctx, env, "", args...)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "PGlite")
+	require.Contains(t, errOut, "--allow-pglite")
+}
