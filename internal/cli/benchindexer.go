@@ -550,7 +550,13 @@ func (b *indexerBench) indexing(ctx context.Context) error {
 	ix := &b.res.Indexing
 	ix.Prompts = float64(b.o.Prompts) / rc.promptsAt.Sub(ready).Seconds()
 	ix.PromptsWall = float64(b.o.Prompts) / rc.promptsAt.Sub(start).Seconds()
-	ix.Tools = float64(b.o.Tools) / rc.toolsAt.Sub(rc.promptsAt).Seconds()
+	// Tools follow prompts in the stream; in a run so small that both
+	// share one batch, the tools' time is the whole drain.
+	toolsTime := rc.toolsAt.Sub(rc.promptsAt)
+	if toolsTime <= 0 {
+		toolsTime = rc.toolsAt.Sub(ready)
+	}
+	ix.Tools = float64(b.o.Tools) / toolsTime.Seconds()
 	ix.Rejected = rc.rejected
 	reject := rc.firstReject
 	rc.mu.Unlock()
@@ -710,7 +716,7 @@ func (b *indexerBench) anchorPrompts(ctx context.Context, vectors bool) (float64
 	read, err := b.d.Pool.Query(ctx, `SELECT tenant_id, id, version, hash, type, name, description, content, parameters::text,
   tags, author, metadata::text, created_at, event_id, stream_seq, embedding, embedding_model, embedding_dim
 FROM prompts a WHERE tenant_id = $1 AND stream_seq <= coalesce(
-  (SELECT stream_seq FROM prompts WHERE tenant_id = $1 ORDER BY stream_seq OFFSET $2 - 1 LIMIT 1), 'Infinity'::float8)`, b.tenant, b.anchorLimit())
+  (SELECT stream_seq FROM prompts WHERE tenant_id = $1 ORDER BY stream_seq OFFSET $2::bigint - 1 LIMIT 1), 'Infinity'::float8)`, b.tenant, b.anchorLimit())
 	if err != nil {
 		return 0, err
 	}
@@ -725,6 +731,7 @@ FROM prompts a WHERE tenant_id = $1 AND stream_seq <= coalesce(
 		}
 		row := []any{vals[0], vals[1], vals[2], vals[3], vals[4], vals[5], vals[6], vals[7], vals[8], vals[9], vals[10], vals[11],
 			vals[12], vals[13], vals[14], vals[15], vals[16], vals[17]}
+		row[9] = strs(row[9]) // text[]: typed, for the exec protocol
 		if !vectors {
 			row[15], row[16], row[17] = nil, "", 0
 		}
@@ -767,7 +774,7 @@ func (b *indexerBench) anchorTools(ctx context.Context, vectors bool) (float64, 
 	read, err := b.d.Pool.Query(ctx, `SELECT tenant_id, name, version, hash, description, input_schema::text, server, tags,
   registered_at, event_id, stream_seq, embedding, embedding_model, embedding_dim
 FROM tools a WHERE tenant_id = $1 AND stream_seq <= coalesce(
-  (SELECT stream_seq FROM tools WHERE tenant_id = $1 ORDER BY stream_seq OFFSET $2 - 1 LIMIT 1), 'Infinity'::float8)`, b.tenant, b.anchorLimit())
+  (SELECT stream_seq FROM tools WHERE tenant_id = $1 ORDER BY stream_seq OFFSET $2::bigint - 1 LIMIT 1), 'Infinity'::float8)`, b.tenant, b.anchorLimit())
 	if err != nil {
 		return 0, err
 	}
@@ -797,6 +804,7 @@ VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11)`
 			return 0, err
 		}
 		row := slices.Clone(vals)
+		row[7] = strs(row[7])
 		if !vectors {
 			row[11], row[12], row[13] = nil, "", 0
 		}
@@ -819,6 +827,17 @@ VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, $11)`
 	}
 	b.res.Indexing.AnchorTools = n
 	return float64(n) / spent.Seconds(), nil
+}
+
+// strs turns a text[] read by Values into []string.
+func strs(v any) []string {
+	xs, _ := v.([]any)
+	out := make([]string, 0, len(xs))
+	for _, x := range xs {
+		s, _ := x.(string)
+		out = append(out, s)
+	}
+	return out
 }
 
 func (b *indexerBench) anchorLimit() int64 {
