@@ -707,8 +707,10 @@ func (b *indexerBench) anchors(ctx context.Context) error {
 }
 
 const promptInsertSQL = `INSERT INTO ` + anchorPrompts + ` (tenant_id, id, version, hash, type, name, description, content, parameters,
-  tags, author, metadata, created_at, event_id, stream_seq, embedding, embedding_model, embedding_dim)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11, $12::jsonb, $13, $14, $15, $16, $17, $18)`
+  tags, author, metadata, created_at, event_id, stream_seq, embedding, embedding_model, embedding_dim, current)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11, $12::jsonb, $13, $14, $15, $16, $17, $18, true)`
+// (current: every new version is served when it is inserted, so each row
+// enters the partial HNSW index once, as with the indexer.)
 
 // anchorPrompts inserts the tenant's prompts again and returns rows per
 // second of insert time.
@@ -1076,15 +1078,13 @@ func (b *indexerBench) iterativeScan(ctx context.Context) (bool, error) {
 // quarantined), model literal, cast and ORDER BY ... LIMIT K.
 func (b *indexerBench) knnSQL(table string, v pgvector.Vector) string {
 	dim := len(v.Slice())
-	model, filter, keys := b.res.PromptModel, `AND a.version = coalesce(
-      (SELECT l.version FROM prompt_labels l WHERE l.tenant_id = a.tenant_id AND l.prompt_id = a.id AND l.label = 'production'),
-      (SELECT max(x.version) FROM prompts x WHERE x.tenant_id = a.tenant_id AND x.id = a.id))`, "a.tenant_id, a.id, a.version"
+	model, filter, keys := b.res.PromptModel, `AND a.current`, "a.tenant_id, a.id, a.version"
 	if table == "tools" {
 		model, filter, keys = b.res.ToolModel, `AND NOT EXISTS (SELECT 1 FROM index_tool_health h
                     WHERE h.tenant_id IN ($1, a.tenant_id) AND h.tool_name = a.name
                       AND h.quarantined AND (h.expires_at IS NULL OR h.expires_at > now()))`, "a.tenant_id, a.name"
 	}
-	dist := fmt.Sprintf("a.embedding::vector(%d) <=> $2::vector(%d)", dim, dim)
+	dist := fmt.Sprintf("a.embedding::halfvec(%d) <=> $2::halfvec(%d)", dim, dim)
 	return fmt.Sprintf(`SELECT %s, %s AS dist FROM %s a
 WHERE a.embedding_model = '%s' AND a.tenant_id IN ($1, '_global') %s
 ORDER BY %s LIMIT $3`, keys, dist, table, strings.ReplaceAll(model, "'", "''"), filter, dist)
@@ -1113,9 +1113,7 @@ func (b *indexerBench) bareKNN(ctx context.Context, sql string, iterative bool, 
 // tenant filter.
 func fullTextSQL(table string) string {
 	keys, keysA := "tenant_id, id, version", "a.tenant_id, a.id, a.version"
-	filter := `a.tenant_id IN ($1, '_global') AND a.version = coalesce(
-      (SELECT l.version FROM prompt_labels l WHERE l.tenant_id = a.tenant_id AND l.prompt_id = a.id AND l.label = 'production'),
-      (SELECT max(x.version) FROM prompts x WHERE x.tenant_id = a.tenant_id AND x.id = a.id))`
+	filter := `a.tenant_id IN ($1, '_global') AND a.current`
 	if table == "tools" {
 		keys, keysA = "tenant_id, name", "a.tenant_id, a.name"
 		filter = `a.tenant_id IN ($1, '_global') AND NOT EXISTS (SELECT 1 FROM index_tool_health h

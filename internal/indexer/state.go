@@ -37,6 +37,7 @@ type PromptRow struct {
 	CreatedAt                                  time.Time
 	EventID                                    string
 	StreamSeq                                  int64
+	Current                                    bool // the version a consumer gets
 }
 
 // LabelRow is where a label points.
@@ -121,10 +122,10 @@ func ReadState(ctx context.Context, db library.DB, tenant string) (State, error)
 		err = rows.Err()
 	}
 	collect(`SELECT id, version, hash, type, name, description, content, parameters::text, coalesce(metadata::text, ''), tags, author,
-	         created_at, event_id, stream_seq FROM prompts WHERE tenant_id = $1 ORDER BY id, version`, func(r pgx.Rows) error {
+	         created_at, event_id, stream_seq, current FROM prompts WHERE tenant_id = $1 ORDER BY id, version`, func(r pgx.Rows) error {
 		var p PromptRow
 		if err := r.Scan(&p.ID, &p.Version, &p.Hash, &p.Type, &p.Name, &p.Description, &p.Content, &p.Parameters, &p.Metadata,
-			&p.Tags, &p.Author, &p.CreatedAt, &p.EventID, &p.StreamSeq); err != nil {
+			&p.Tags, &p.Author, &p.CreatedAt, &p.EventID, &p.StreamSeq, &p.Current); err != nil {
 			return err
 		}
 		p.Parameters, p.Metadata, p.CreatedAt = canonicalJSON([]byte(p.Parameters)), canonicalJSON([]byte(p.Metadata)), p.CreatedAt.UTC()
@@ -313,7 +314,12 @@ func Compute(consumer string, ds []*bus.Delivery) State {
 		}
 	}
 	var s State
-	for _, p := range prompts {
+	for k, p := range prompts {
+		served := head[p.ID]
+		if l, ok := labels[[2]string{p.ID, "production"}]; ok {
+			served = l.Version
+		}
+		p.Current = k.v == served
 		s.Prompts = append(s.Prompts, p)
 	}
 	sort.Slice(s.Prompts, func(i, j int) bool {

@@ -60,7 +60,10 @@ ON CONFLICT (tenant_id, id, version) DO NOTHING`,
 	if err != nil {
 		return false, fmt.Errorf("insert prompt %s@%d: %w", r.ID, r.Version, err)
 	}
-	return tag.RowsAffected() == 1, nil
+	if tag.RowsAffected() != 1 {
+		return false, nil
+	}
+	return true, Refresh(ctx, db, r.Tenant, r.ID)
 }
 
 // Head returns the newest version of a prompt and its hash, or
@@ -124,6 +127,23 @@ func Get(ctx context.Context, db DB, tenant, id string, version int) (Prompt, er
 	return p, err
 }
 
+// Refresh marks which version of a prompt is current, the one a consumer
+// gets: labelled production, else the latest (migration 00009). Insert and
+// SetLabel call it; other writers of prompts or labels must too, in the
+// same transaction.
+func Refresh(ctx context.Context, db DB, tenant, id string) error {
+	_, err := db.Exec(ctx, `
+UPDATE prompts p SET current = (p.version = s.v)
+FROM (SELECT coalesce(
+        (SELECT l.version FROM prompt_labels l WHERE l.tenant_id = $1 AND l.prompt_id = $2 AND l.label = 'production'),
+        (SELECT max(x.version) FROM prompts x WHERE x.tenant_id = $1 AND x.id = $2)) AS v) s
+WHERE p.tenant_id = $1 AND p.id = $2 AND p.current IS DISTINCT FROM (p.version = s.v)`, tenant, id)
+	if err != nil {
+		return fmt.Errorf("current version of %s: %w", id, err)
+	}
+	return nil
+}
+
 // SetLabel points label at version unless a newer prompt.activated (by
 // stream sequence) already moved it; it reports whether it applied.
 func SetLabel(ctx context.Context, db DB, tenant, promptID, label string, version int, seq uint64, eventID string, at time.Time) (bool, error) {
@@ -137,7 +157,13 @@ WHERE prompt_labels.stream_seq < excluded.stream_seq`,
 	if err != nil {
 		return false, fmt.Errorf("set label %s of %s: %w", label, promptID, err)
 	}
-	return tag.RowsAffected() == 1, nil
+	if tag.RowsAffected() != 1 {
+		return false, nil
+	}
+	if label == "production" {
+		return true, Refresh(ctx, db, tenant, promptID)
+	}
+	return true, nil
 }
 
 // LabelsOf returns the labels pointing at one version, sorted.

@@ -84,10 +84,10 @@ func (s *Searcher) Prompts(ctx context.Context, tenant string, req PromptsReques
 		filter += ` AND a.tags @> {tags}::text[]`
 		named["tags"] = req.Tags
 	}
-	// The version a consumer gets: labelled production, else the latest.
-	filter += ` AND a.version = coalesce(
-      (SELECT l.version FROM prompt_labels l WHERE l.tenant_id = a.tenant_id AND l.prompt_id = a.id AND l.label = 'production'),
-      (SELECT max(x.version) FROM prompts x WHERE x.tenant_id = a.tenant_id AND x.id = a.id))`
+	// The version a consumer gets (labelled production, else the latest),
+	// kept by the indexer in prompts.current: the HNSW index is partial
+	// on it, so kNN walks only served versions (migration 00009).
+	filter += ` AND a.current`
 	if p.mode != Lexical {
 		named["vec"] = p.vector()
 	}

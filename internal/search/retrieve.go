@@ -88,7 +88,8 @@ func (t tuning) retrievalSQL(k kind, mode Mode, filter, model string, dim int) (
 		if err != nil {
 			return "", err
 		}
-		dist := fmt.Sprintf("a.embedding::vector(%d) <=> {vec}::vector(%d)", dim, dim)
+		// halfvec: the index stores half-precision vectors (see indexSQL).
+		dist := fmt.Sprintf("a.embedding::halfvec(%d) <=> {vec}::halfvec(%d)", dim, dim)
 		ctes = append(ctes, fmt.Sprintf(`vec AS (
   SELECT c.*, row_number() OVER (ORDER BY c.dist, %[1]s) AS r FROM (
     SELECT %[2]s, %[3]s AS dist FROM %[4]s a
