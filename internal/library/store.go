@@ -52,8 +52,13 @@ func Insert(ctx context.Context, db DB, r Row) (bool, error) {
 	}
 	tag, err := db.Exec(ctx, `
 INSERT INTO prompts (tenant_id, id, version, hash, type, name, description, content, parameters,
-                     tags, author, metadata, created_at, event_id, stream_seq, embedding, embedding_model, embedding_dim)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+                     tags, author, metadata, created_at, event_id, stream_seq, embedding, embedding_model, embedding_dim, current)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
+        -- Served at once when it is the newest and no production label
+        -- pins another: the row enters the partial HNSW index once, at
+        -- insert, not again through Refresh's update.
+        NOT EXISTS (SELECT 1 FROM prompt_labels l WHERE l.tenant_id = $1 AND l.prompt_id = $2 AND l.label = 'production')
+        AND $3 > coalesce((SELECT max(x.version) FROM prompts x WHERE x.tenant_id = $1 AND x.id = $2), 0))
 ON CONFLICT (tenant_id, id, version) DO NOTHING`,
 		r.Tenant, r.ID, r.Version, r.Hash, r.Type, r.Name, r.Description, r.Content, string(params),
 		nonNilTags(r.Tags), r.Author, meta, r.CreatedAt.UTC(), r.EventID, int64(r.StreamSeq), vec, r.Model, len(r.Embedding))
