@@ -709,6 +709,7 @@ func (b *indexerBench) anchors(ctx context.Context) error {
 const promptInsertSQL = `INSERT INTO ` + anchorPrompts + ` (tenant_id, id, version, hash, type, name, description, content, parameters,
   tags, author, metadata, created_at, event_id, stream_seq, embedding, embedding_model, embedding_dim, current)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $11, $12::jsonb, $13, $14, $15, $16, $17, $18, true)`
+
 // (current: every new version is served when it is inserted, so each row
 // enters the partial HNSW index once, as with the indexer.)
 
