@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/indexer"
 	"github.com/agentq/agentq/internal/library"
 	"github.com/agentq/agentq/schemas"
 )
@@ -206,7 +207,7 @@ func TestValidateEntries(t *testing.T) {
 `})
 	ens, err := loadEntries(Env{}, filepath.Join(dir, "p.yaml"))
 	require.NoError(t, err)
-	err = validateEntries(reg, typePromptCreated, ens, promptCatalog.label)
+	err = validateEntries(reg, indexer.TypePromptCreated, ens, promptCatalog.label)
 	require.Error(t, err)
 	lines := strings.Split(err.Error(), "\n")
 	p := filepath.Join(dir, "p.yaml")
@@ -216,7 +217,7 @@ func TestValidateEntries(t *testing.T) {
 		"  " + p + " entry 3 (line 10) (no-content): data does not match agentq.prompt.created.v1: /content: missing",
 		"  " + p + " entry 4 (line 13): data does not match agentq.prompt.created.v1: /id: missing; /parameters/0/name: \"1st\" does not match pattern ^[A-Za-z_][A-Za-z0-9_]{0,63}$",
 	}, lines)
-	require.NoError(t, validateEntries(reg, typePromptCreated, ens[:1], promptCatalog.label))
+	require.NoError(t, validateEntries(reg, indexer.TypePromptCreated, ens[:1], promptCatalog.label))
 }
 
 // The examples of the README are valid prompts and tools, and every
@@ -227,7 +228,7 @@ func TestExamplesAreValid(t *testing.T) {
 	prompts, err := loadEntries(Env{}, filepath.Join("..", "..", "examples", "prompts.yaml"))
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(prompts), 4)
-	require.NoError(t, validateEntries(reg, typePromptCreated, prompts, promptCatalog.label))
+	require.NoError(t, validateEntries(reg, indexer.TypePromptCreated, prompts, promptCatalog.label))
 	types := map[string]bool{}
 	for _, en := range prompts {
 		var p struct {
@@ -256,7 +257,7 @@ func TestExamplesAreValid(t *testing.T) {
 	tools, err := loadEntries(Env{}, filepath.Join("..", "..", "examples", "tools.yaml"))
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(tools), 6)
-	require.NoError(t, validateEntries(reg, typeToolRegistered, tools, toolCatalog.label))
+	require.NoError(t, validateEntries(reg, indexer.TypeToolRegistered, tools, toolCatalog.label))
 	for _, en := range tools {
 		require.Contains(t, en.data, "input_schema", en.where())
 		require.Contains(t, en.data, "server", en.where())
@@ -273,21 +274,21 @@ func TestCatalogEventID(t *testing.T) {
 		return ens[0].raw
 	}
 	a := canon("id: a\ntype: task\nname: A\ncontent: hi\nversion: 1\ntags: [x]\n", false)
-	base := catalogEventID("demo", typePromptCreated, 7, a)
+	base := catalogEventID("demo", indexer.TypePromptCreated, 7, a)
 	require.Len(t, base, 36)
 	tests := []struct {
 		name   string
 		id     string
 		sameAs bool
 	}{
-		{"again", catalogEventID("demo", typePromptCreated, 7, a), true},
-		{"keys reordered", catalogEventID("demo", typePromptCreated, 7, canon("version: 1\ncontent: hi\ntags: [x]\nname: A\ntype: task\nid: a\n", false)), true},
-		{"as JSON", catalogEventID("demo", typePromptCreated, 7, canon(`{"tags":["x"],"id":"a","type":"task","name":"A","content":"hi","version":1}`, true)), true},
-		{"other tenant", catalogEventID("acme", typePromptCreated, 7, a), false},
-		{"other type", catalogEventID("demo", typeToolRegistered, 7, a), false},
-		{"next window", catalogEventID("demo", typePromptCreated, 8, a), false},
-		{"other content", catalogEventID("demo", typePromptCreated, 7, canon("id: a\ntype: task\nname: A\ncontent: hi!\nversion: 1\ntags: [x]\n", false)), false},
-		{"other tags order", catalogEventID("demo", typePromptCreated, 7, canon("id: a\ntype: task\nname: A\ncontent: hi\nversion: 1\ntags: [x, y]\n", false)), false},
+		{"again", catalogEventID("demo", indexer.TypePromptCreated, 7, a), true},
+		{"keys reordered", catalogEventID("demo", indexer.TypePromptCreated, 7, canon("version: 1\ncontent: hi\ntags: [x]\nname: A\ntype: task\nid: a\n", false)), true},
+		{"as JSON", catalogEventID("demo", indexer.TypePromptCreated, 7, canon(`{"tags":["x"],"id":"a","type":"task","name":"A","content":"hi","version":1}`, true)), true},
+		{"other tenant", catalogEventID("acme", indexer.TypePromptCreated, 7, a), false},
+		{"other type", catalogEventID("demo", indexer.TypeToolRegistered, 7, a), false},
+		{"next window", catalogEventID("demo", indexer.TypePromptCreated, 8, a), false},
+		{"other content", catalogEventID("demo", indexer.TypePromptCreated, 7, canon("id: a\ntype: task\nname: A\ncontent: hi!\nversion: 1\ntags: [x]\n", false)), false},
+		{"other tags order", catalogEventID("demo", indexer.TypePromptCreated, 7, canon("id: a\ntype: task\nname: A\ncontent: hi\nversion: 1\ntags: [x, y]\n", false)), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

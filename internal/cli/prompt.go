@@ -27,6 +27,7 @@ import (
 
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/indexer"
 	"github.com/agentq/agentq/internal/service"
 	"github.com/agentq/agentq/schemas"
 )
@@ -35,16 +36,6 @@ import (
 // agentq tool (tool.go) shares with it: subcommand dispatch, reading
 // catalog entries from YAML and JSON files, their event ids, and waiting
 // for the indexer's answers.
-
-// Event and message types of the prompt library and the tool registry.
-var (
-	typePromptCreated   = bus.Type("prompt", "created")
-	typePromptActivated = bus.Type("prompt", "activated")
-	typePromptIndexed   = bus.Type("prompt", "indexed")
-	typeToolRegistered  = bus.Type("tool", "registered")
-	typeToolIndexed     = bus.Type("tool", "indexed")
-	typeIndexerRejected = bus.Type("indexer", "rejected")
-)
 
 // Defaults of the catalog commands' --timeout.
 const (
@@ -748,7 +739,7 @@ func publishCatalog(ctx context.Context, e Env, cfg config.Config, c catalog, te
 		ids[i] = catalogEventID(tenant, c.eventType, bucket, en.raw)
 	}
 	okSubject, _ := bus.SubjectFor(c.okType, tenant)
-	rejSubject, _ := bus.SubjectFor(typeIndexerRejected, tenant)
+	rejSubject, _ := bus.SubjectFor(indexer.TypeRejected, tenant)
 	// From one window before this one: a duplicate's answer was published
 	// after its original, which is at most one window old; the extra
 	// window absorbs clock skew between this machine and the server.
@@ -831,7 +822,7 @@ func publishCatalog(ctx context.Context, e Env, cfg config.Config, c catalog, te
 
 // applyAnswer fills it from the indexer's answer.
 func applyAnswer(it *catalogItem, a answer) {
-	if a.typ == typeIndexerRejected {
+	if a.typ == indexer.TypeRejected {
 		var r rejected
 		_ = json.Unmarshal(a.data, &r)
 		it.Outcome, it.ReasonCode, it.Reason = outcomeRejected, r.ReasonCode, r.Reason
@@ -1002,7 +993,7 @@ func (p *progress) redraw(force bool) {
 // --- agentq prompt seed ---
 
 var promptCatalog = catalog{
-	noun: "prompt", eventType: typePromptCreated, okType: typePromptIndexed,
+	noun: "prompt", eventType: indexer.TypePromptCreated, okType: indexer.TypePromptIndexed,
 	label: func(en entry) string {
 		id := en.str("id")
 		if id == "" {
@@ -1384,7 +1375,7 @@ func runPromptActivate(ctx context.Context, e Env, cfg config.Config, args []str
 	if err != nil {
 		return err
 	}
-	ev, err := bus.NewEvent(typePromptActivated, *tenant, "agentq-cli", data)
+	ev, err := bus.NewEvent(indexer.TypePromptActivated, *tenant, "agentq-cli", data)
 	if err != nil {
 		return err
 	}
@@ -1397,7 +1388,7 @@ func runPromptActivate(ctx context.Context, e Env, cfg config.Config, args []str
 		return err
 	}
 	defer nc.Close()
-	a, err := awaitOne(ctx, e, js, reg, ev, typePromptIndexed, *timeout)
+	a, err := awaitOne(ctx, e, js, reg, ev, indexer.TypePromptIndexed, *timeout)
 	if err != nil {
 		return err
 	}
@@ -1415,7 +1406,7 @@ func runPromptActivate(ctx context.Context, e Env, cfg config.Config, args []str
 	switch {
 	case a == nil:
 		failure = fmt.Errorf("no answer from the indexer within %s to prompt.activated %s: is the indexer running (`make dev` runs it)? `agentq dlq --consumer indexer` lists what it could not process", *timeout, ev.ID())
-	case a.typ == typeIndexerRejected:
+	case a.typ == indexer.TypeRejected:
 		var r rejected
 		_ = json.Unmarshal(a.data, &r)
 		out.Outcome, out.ReasonCode, out.Reason = outcomeRejected, r.ReasonCode, r.Reason
@@ -1440,7 +1431,7 @@ func runPromptActivate(ctx context.Context, e Env, cfg config.Config, args []str
 func awaitOne(ctx context.Context, e Env, js jetstream.JetStream, reg *schemas.Registry, ev event.Event, okType string, timeout time.Duration) (*answer, error) {
 	tenant := bus.Tenant(ev)
 	okSubject, _ := bus.SubjectFor(okType, tenant)
-	rejSubject, _ := bus.SubjectFor(typeIndexerRejected, tenant)
+	rejSubject, _ := bus.SubjectFor(indexer.TypeRejected, tenant)
 	s, err := js.Stream(ctx, bus.StreamName)
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", bus.StreamName, err)

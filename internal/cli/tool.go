@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/indexer"
 )
 
 // This file holds agentq tool (register, search); the catalog machinery it
@@ -59,7 +60,7 @@ func runTool(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger, ar
 }
 
 var toolCatalog = catalog{
-	noun: "tool", eventType: typeToolRegistered, okType: typeToolIndexed,
+	noun: "tool", eventType: indexer.TypeToolRegistered, okType: indexer.TypeToolIndexed,
 	label: func(en entry) string {
 		if n := en.str("name"); n != "" {
 			return "(" + n + ")"
