@@ -296,42 +296,59 @@ func (s *Server) kill() {
 
 // findDir returns the directory holding node_modules with pglite-socket.
 func findDir(dir string) (string, error) {
+	found, searched, err := FindPackage(dir, socketPackage)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("devdb: %w", err)
+	case found != "":
+		return found, nil
+	case dir != "":
+		return "", fmt.Errorf("%w: %s not found; run \"npm ci\" in the agentq repository root (or \"make deps\")", ErrNotInstalled, filepath.Join(searched[0], socketPackage))
+	}
+	return "", fmt.Errorf("%w: no node_modules/@electric-sql/pglite-socket above %s; run \"npm ci\" in the agentq repository root (or \"make deps\"), or set %s to the directory holding node_modules",
+		ErrNotInstalled, strings.Join(searched, " or "), EnvDir)
+}
+
+// FindPackage returns the directory holding pkg, a path under it such as
+// "node_modules/x/package.json": dir itself when dir is given, else the
+// first directory holding it walking up from the working directory, then
+// from the executable's. found is "" when it is not there; searched says
+// where it looked (dir, or the starting points), for error messages. The
+// Node parts of agentq (this dev database, embed.Sentence) share it.
+func FindPackage(dir, pkg string) (found string, searched []string, err error) {
+	has := func(d string) bool {
+		_, err := os.Stat(filepath.Join(d, pkg))
+		return err == nil
+	}
 	if dir != "" {
 		abs, err := filepath.Abs(dir)
 		if err != nil {
-			return "", fmt.Errorf("devdb: %w", err)
+			return "", nil, err
 		}
-		if !installed(abs) {
-			return "", fmt.Errorf("%w: %s not found; run \"npm ci\" in the agentq repository root (or \"make deps\")", ErrNotInstalled, filepath.Join(abs, socketPackage))
+		if has(abs) {
+			return abs, []string{abs}, nil
 		}
-		return abs, nil
+		return "", []string{abs}, nil
 	}
-	var starts []string
 	if wd, err := os.Getwd(); err == nil {
-		starts = append(starts, wd)
+		searched = append(searched, wd)
 	}
 	if exe, err := os.Executable(); err == nil {
 		if exe, err = filepath.EvalSymlinks(exe); err == nil {
-			starts = append(starts, filepath.Dir(exe))
+			searched = append(searched, filepath.Dir(exe))
 		}
 	}
-	for _, start := range starts {
+	for _, start := range searched {
 		for d := start; ; d = filepath.Dir(d) {
-			if installed(d) {
-				return d, nil
+			if has(d) {
+				return d, searched, nil
 			}
 			if filepath.Dir(d) == d {
 				break
 			}
 		}
 	}
-	return "", fmt.Errorf("%w: no node_modules/@electric-sql/pglite-socket above %s; run \"npm ci\" in the agentq repository root (or \"make deps\"), or set %s to the directory holding node_modules",
-		ErrNotInstalled, strings.Join(starts, " or "), EnvDir)
-}
-
-func installed(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, socketPackage))
-	return err == nil
+	return "", searched, nil
 }
 
 // templatePath names the cached pristine cluster for in-memory starts, keyed

@@ -25,6 +25,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/devdb"
 )
 
 const (
@@ -439,42 +440,17 @@ func cutRunes(s string, n int) string {
 // findSentenceDir returns the directory holding node_modules with the
 // model package.
 func findSentenceDir(dir string) (string, error) {
-	if dir != "" {
-		abs, err := filepath.Abs(dir)
-		if err != nil {
-			return "", fmt.Errorf("%w: %w", ErrSentenceNotInstalled, err)
-		}
-		if !sentenceInstalled(abs) {
-			return "", fmt.Errorf("%w: %s not found; run \"npm ci\" in the agentq repository root (or \"make deps\")", ErrSentenceNotInstalled, filepath.Join(abs, sentencePackage))
-		}
-		return abs, nil
-	}
-	var starts []string
-	if wd, err := os.Getwd(); err == nil {
-		starts = append(starts, wd)
-	}
-	if exe, err := os.Executable(); err == nil {
-		if exe, err = filepath.EvalSymlinks(exe); err == nil {
-			starts = append(starts, filepath.Dir(exe))
-		}
-	}
-	for _, start := range starts {
-		for d := start; ; d = filepath.Dir(d) {
-			if sentenceInstalled(d) {
-				return d, nil
-			}
-			if filepath.Dir(d) == d {
-				break
-			}
-		}
+	found, searched, err := devdb.FindPackage(dir, sentencePackage)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%w: %w", ErrSentenceNotInstalled, err)
+	case found != "":
+		return found, nil
+	case dir != "":
+		return "", fmt.Errorf("%w: %s not found; run \"npm ci\" in the agentq repository root (or \"make deps\")", ErrSentenceNotInstalled, filepath.Join(searched[0], sentencePackage))
 	}
 	return "", fmt.Errorf("%w: no %s above %s; run \"npm ci\" in the agentq repository root (or \"make deps\"), or set the directory holding node_modules (AGENTQ_PGLITE_DIR)",
-		ErrSentenceNotInstalled, filepath.Dir(sentencePackage), strings.Join(starts, " or "))
-}
-
-func sentenceInstalled(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, sentencePackage))
-	return err == nil
+		ErrSentenceNotInstalled, filepath.Dir(sentencePackage), strings.Join(searched, " or "))
 }
 
 // sentenceRequest and sentenceResponse are the JSON lines exchanged with
