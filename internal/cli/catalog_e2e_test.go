@@ -163,6 +163,25 @@ func TestPromptSeedActivateEndToEnd(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Regexp(t, `(?m)^rejected\s+support-answer@1\s+\S+conflict\.yaml#1\s+version_conflict: .*already exists`, out)
 
+	// prompts.get answers from the indexer's cache; a label move is read
+	// by the next get all the same.
+	getVersion := func() int {
+		code, out, errOut := run(ctx, client, "", "prompt", "get", "support-answer", "--tenant", tenant, "--json")
+		require.Equal(t, 0, code, errOut)
+		var g struct {
+			Prompt struct {
+				Version int `json:"version"`
+			} `json:"prompt"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &g), out)
+		return g.Prompt.Version
+	}
+	require.Equal(t, 2, getVersion(), "no production label: the latest")
+	require.Equal(t, 2, getVersion(), "again, from the cache")
+	code, out, errOut = run(ctx, client, "", "prompt", "activate", "support-answer", "1", "--tenant", tenant)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, 1, getVersion(), "production moved to 1")
+
 	// Activation: labels move, the answer lists the version's labels.
 	code, out, errOut = run(ctx, client, "", "prompt", "activate", "support-answer", "2", "--tenant", tenant, "--reason", "shorter answers")
 	require.Equal(t, 0, code, errOut)

@@ -47,6 +47,8 @@ type Search struct {
 	NeutralQuality       float64       // quality of a candidate with no figures yet
 	EmbedTimeout         time.Duration // past it a search answers from full text, flagged degraded
 	CacheSize            int           // query embeddings kept; negative: none
+	GetCacheSize         int           // prompts.get answers kept; negative: none
+	GetCacheTTL          time.Duration // longest a prompts.get answer is kept
 	Concurrency          int           // requests served at once per endpoint and copy
 	Timeout              time.Duration // longest a request may take
 }
@@ -139,6 +141,8 @@ var Vars = []Var{
 	{"AGENTQ_SEARCH_NEUTRAL_QUALITY", "0.5", "quality given to a prompt or tool with no figures yet"},
 	{"AGENTQ_SEARCH_EMBED_TIMEOUT", "1s", "longest wait for a query's embedding; past it the search answers from full text, flagged degraded"},
 	{"AGENTQ_SEARCH_CACHE_SIZE", "1024", "query embeddings kept in memory; -1 keeps none"},
+	{"AGENTQ_SEARCH_GET_CACHE_SIZE", "4096", "`prompts.get` answers kept in memory; -1 keeps none. An answer is dropped when its prompt gets a new version or a moved label (heard from the `prompt.indexed` results, by every indexer copy) and after `AGENTQ_SEARCH_GET_CACHE_TTL` at the latest"},
+	{"AGENTQ_SEARCH_GET_CACHE_TTL", "10s", "longest a `prompts.get` answer is kept"},
 	{"AGENTQ_SEARCH_CONCURRENCY", "16", "search requests served at once per endpoint by each indexer copy"},
 	{"AGENTQ_SEARCH_TIMEOUT", "2s", "longest a search or prompts.get request may take before it is answered with a timeout error"},
 }
@@ -243,6 +247,7 @@ func Load(getenv func(string) string) (Config, error) {
 			HalfLife: dur("AGENTQ_SEARCH_HALF_LIFE"), EFSearch: num("AGENTQ_SEARCH_EF_SEARCH"),
 			LexicalCandidates: num("AGENTQ_SEARCH_LEXICAL_CANDIDATES"), NeutralQuality: float("AGENTQ_SEARCH_NEUTRAL_QUALITY"),
 			EmbedTimeout: dur("AGENTQ_SEARCH_EMBED_TIMEOUT"), CacheSize: num("AGENTQ_SEARCH_CACHE_SIZE"),
+			GetCacheSize: num("AGENTQ_SEARCH_GET_CACHE_SIZE"), GetCacheTTL: dur("AGENTQ_SEARCH_GET_CACHE_TTL"),
 			Concurrency: num("AGENTQ_SEARCH_CONCURRENCY"), Timeout: dur("AGENTQ_SEARCH_TIMEOUT"),
 		},
 		Rater: Rater{
@@ -327,6 +332,7 @@ func (c Config) Validate() error {
 	check(c.Search.EmbedTimeout > 0, "AGENTQ_SEARCH_EMBED_TIMEOUT must be positive")
 	check(c.Search.Concurrency >= 1 && c.Search.Concurrency <= 1024, "AGENTQ_SEARCH_CONCURRENCY %d: want 1..1024", c.Search.Concurrency)
 	check(c.Search.Timeout > 0, "AGENTQ_SEARCH_TIMEOUT must be positive")
+	check(c.Search.GetCacheTTL > 0, "AGENTQ_SEARCH_GET_CACHE_TTL must be positive")
 	check(c.DevDBStartTimeout > 0, "AGENTQ_DEVDB_START_TIMEOUT must be positive")
 	check(c.InboxRetention >= 0, "AGENTQ_INBOX_RETENTION must not be negative")
 	// Applied ids must be remembered at least as long as the stream keeps

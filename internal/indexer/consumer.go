@@ -44,16 +44,17 @@ func NewConsumer(opts Options) app.Consumer {
 			return err
 		}
 		defer closeEmb()
+		s, stop, err := serveSearch(ctx, d, emb)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		opts.PromptChanged = s.PromptChanged
 		ix := New(d.Pool, d.Outbox, emb, opts, d.Log)
 		r, err := bus.NewRunner(d.JS, d.Schemas, ix.Handle, d.Config.Runner(opts.Consumer, Subjects...), d.Log, d.Metrics)
 		if err != nil {
 			return err
 		}
-		stop, err := serveSearch(ctx, d, emb)
-		if err != nil {
-			return err
-		}
-		defer stop()
 		return r.Run(ctx)
 	}}
 }
@@ -81,12 +82,13 @@ func RebuildTarget(pool *pgxpool.Pool, emb Embedders, opts Options, log zerolog.
 
 // serveSearch creates the vector indexes of the models in force and
 // starts the search service (search.prompts, search.tools, prompts.get) in
-// the queue group every indexer copy joins; the returned func stops it.
-func serveSearch(ctx context.Context, d *app.Deps, emb Embedders) (func(), error) {
+// the queue group every indexer copy joins, following every copy's prompt
+// results for its prompts.get cache; the returned func stops both.
+func serveSearch(ctx context.Context, d *app.Deps, emb Embedders) (*search.Searcher, func(), error) {
 	semb := search.Embedders{Prompts: emb.Prompts, Tools: emb.Tools}
 	if err := search.EnsureIndexes(ctx, d.Pool, semb); err != nil {
 		if !bus.IsUnavailable(err) {
-			return nil, fmt.Errorf("vector indexes: %w", err)
+			return nil, nil, fmt.Errorf("vector indexes: %w", err)
 		}
 		// A provider that is down cannot say its dimension yet: serve
 		// anyway (the vector arm scans until the index exists) and
@@ -100,9 +102,14 @@ func serveSearch(ctx context.Context, d *app.Deps, emb Embedders) (func(), error
 		PromptWeights: weights(c.PromptWeights), ToolWeights: weights(c.ToolWeights),
 		HalfLife: c.HalfLife, EFSearch: c.EFSearch, LexicalCandidates: c.LexicalCandidates,
 		NeutralQuality: c.NeutralQuality, EmbedTimeout: c.EmbedTimeout, CacheSize: c.CacheSize,
+		GetCacheSize: c.GetCacheSize, GetCacheTTL: c.GetCacheTTL,
 	}, d.Log)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	unfollow, err := s.FollowPromptChanges(d.NC)
+	if err != nil {
+		return nil, nil, fmt.Errorf("follow prompt results: %w", err)
 	}
 	svc, err := service.New(d.NC, service.Options{
 		Name: "agentq-search", Description: "agentq prompt library and tool registry search",
@@ -110,13 +117,15 @@ func serveSearch(ctx context.Context, d *app.Deps, emb Embedders) (func(), error
 		Validator: d.Schemas, Log: d.Log, Registry: d.Registry,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("search service: %w", err)
+		unfollow()
+		return nil, nil, fmt.Errorf("search service: %w", err)
 	}
 	if err := s.Register(svc); err != nil {
 		_ = svc.Stop()
-		return nil, fmt.Errorf("search service: %w", err)
+		unfollow()
+		return nil, nil, fmt.Errorf("search service: %w", err)
 	}
-	return func() { _ = svc.Stop() }, nil
+	return s, func() { _ = svc.Stop(); unfollow() }, nil
 }
 
 func ensureIndexesLater(ctx context.Context, d *app.Deps, semb search.Embedders) {

@@ -37,6 +37,10 @@ import (
 type Options struct {
 	// Consumer names the durable consumer and the inbox. Default "indexer".
 	Consumer string
+	// PromptChanged, when set, is called after commit, before the results
+	// are published, for every prompt id a batch gave a version or moved
+	// a label of (the search service's prompts.get cache).
+	PromptChanged func(tenant, id string)
 }
 
 func (o Options) withDefaults() Options {
@@ -121,6 +125,16 @@ func (ix *Indexer) Handle(ctx context.Context, batch []*bus.Delivery) []error {
 			errs[i] = err
 		}
 		return errs
+	}
+	if f := ix.opts.PromptChanged; f != nil {
+		for _, i := range valid {
+			switch o := ops[i]; o.kind {
+			case opPrompt:
+				f(o.d.Tenant, o.prompt.ID)
+			case opLabel:
+				f(o.d.Tenant, o.label.promptID)
+			}
+		}
 	}
 	if err := ix.out.Send(ctx, results); err != nil {
 		ix.log.Warn().Err(err).Int("events", len(results)).Msg("indexer results left for the outbox relay")

@@ -72,7 +72,15 @@ func (s *Searcher) Get(ctx context.Context, tenant string, req GetRequest) (GetR
 	case req.Label != "" && !labelRE.MatchString(req.Label):
 		return GetResponse{}, service.BadRequest("label %q must match %s", truncate(req.Label, 80), labelRE)
 	}
-	p, err := library.Scan(s.pool.QueryRow(ctx, getSQL, tenant, req.ID, req.Version, req.Label))
+	key := getKey{tenant: tenant, id: req.ID, version: req.Version, label: req.Label}
+	p, gen, hit := s.prompts.get(key)
+	var err error
+	if !hit {
+		p, err = library.Scan(s.pool.QueryRow(ctx, getSQL, tenant, req.ID, req.Version, req.Label))
+		if err == nil {
+			s.prompts.put(key, p, gen)
+		}
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		what := fmt.Sprintf("prompt %q", req.ID)
 		switch {

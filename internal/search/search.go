@@ -81,6 +81,8 @@ const (
 	DefaultNeutralQuality    = 0.5
 	DefaultEmbedTimeout      = time.Second
 	DefaultCacheSize         = 1024
+	DefaultGetCacheSize      = 4096
+	DefaultGetCacheTTL       = 10 * time.Second
 )
 
 // DefaultPromptWeights and DefaultToolWeights are seed 000's and seed
@@ -122,6 +124,11 @@ type Options struct {
 	// CacheSize is how many query embeddings are kept (least recently
 	// used are dropped); negative disables the cache.
 	CacheSize int
+	// GetCacheSize is how many prompts.get answers are kept (see
+	// promptCache); negative disables the cache. GetCacheTTL bounds how
+	// long one is kept when no change to its prompt is heard.
+	GetCacheSize int
+	GetCacheTTL  time.Duration
 }
 
 func (o *Options) defaults() error {
@@ -137,6 +144,10 @@ func (o *Options) defaults() error {
 	def(&o.EFSearch, DefaultEFSearch)
 	def(&o.LexicalCandidates, DefaultLexicalCandidates)
 	def(&o.CacheSize, DefaultCacheSize)
+	def(&o.GetCacheSize, DefaultGetCacheSize)
+	if o.GetCacheTTL == 0 {
+		o.GetCacheTTL = DefaultGetCacheTTL
+	}
 	if o.PromptWeights == (Weights{}) {
 		o.PromptWeights = DefaultPromptWeights
 	}
@@ -203,7 +214,9 @@ type Searcher struct {
 	log   zerolog.Logger
 	force Mode // "" = hybrid when an embedder is set
 	cache *cache
-	pgv   *pgvectorInfo
+	// prompts caches prompts.get; shared by WithMode's copies.
+	prompts *promptCache
+	pgv     *pgvectorInfo
 	// promptTune and toolTune are the retrieval choices per kind.
 	promptTune, toolTune tuning
 }
@@ -219,6 +232,7 @@ func New(pool *pgxpool.Pool, emb Embedders, opts Options, log zerolog.Logger) (*
 		opts:       opts,
 		log:        log.With().Str("component", "search").Logger(),
 		cache:      newCache(opts.CacheSize),
+		prompts:    newPromptCache(opts.GetCacheSize, opts.GetCacheTTL),
 		pgv:        &pgvectorInfo{},
 		promptTune: promptTuning,
 		toolTune:   toolTuning,

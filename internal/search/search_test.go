@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/embed"
 	"github.com/agentq/agentq/internal/library"
 	"github.com/agentq/agentq/internal/provider"
@@ -80,6 +81,7 @@ func (f *fixture) prompt(p promptSpec) library.Prompt {
 		Embedding: vec[0], Model: f.emb.Model()})
 	require.NoError(f.t, err)
 	require.True(f.t, ok)
+	f.s.PromptChanged(p.tenant, p.id) // what the indexer does after commit
 	return pr
 }
 
@@ -366,6 +368,7 @@ func TestPromptVersionsAndLabels(t *testing.T) {
 	require.NoError(t, err)
 	_, err = library.SetLabel(ctx, f.pool, ten, id, "staging", 1, 11, "l2", time.Now())
 	require.NoError(t, err)
+	f.s.PromptChanged(ten, id)
 	for _, tc := range []struct {
 		name string
 		req  search.GetRequest
@@ -652,5 +655,48 @@ func TestEndpoints(t *testing.T) {
 	} {
 		_, err := call(tc.subject, tc.req, "")
 		require.Equal(t, tc.code, code(t, err), "%s %s", tc.subject, tc.req)
+	}
+}
+
+// TestGetCacheFollowsResults: a prompts.get answer is kept until the
+// prompt's prompt.indexed result is heard (another indexer copy moved its
+// label), then read afresh; a _global prompt's result refreshes every
+// tenant's answer.
+func TestGetCacheFollowsResults(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATS(t)
+	f := newFixture(t, lexical, search.Options{})
+	stop, err := f.s.FollowPromptChanges(n.NC)
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	tenant := testenv.Tenant(t)
+	id := "greet-" + word(t)
+	for _, owner := range []string{tenant, "_global"} {
+		gid := id
+		if owner == "_global" {
+			gid += "-shared"
+		}
+		for v := 1; v <= 2; v++ {
+			f.prompt(promptSpec{tenant: owner, id: gid, version: v, content: fmt.Sprintf("Hello, version %d.", v)})
+		}
+		version := func() int {
+			r, err := f.s.Get(ctx, tenant, search.GetRequest{ID: gid})
+			require.NoError(t, err)
+			return r.Prompt.Version
+		}
+		require.Equal(t, 2, version(), "%s: the latest", owner)
+
+		// Another copy moves production to 1: the database changes, this
+		// copy has not heard of it yet and answers from its cache.
+		_, err = library.SetLabel(ctx, f.pool, owner, gid, "production", 1, uint64(100+len(owner)), "move-"+owner, time.Now())
+		require.NoError(t, err)
+		require.Equal(t, 2, version(), "%s: cached", owner)
+
+		ev, err := bus.NewEvent(bus.Type("prompt", "indexed"), owner, "indexer", map[string]any{"id": gid, "version": 1, "labels": []string{"production"}})
+		require.NoError(t, err)
+		msg, err := bus.Encode(ev)
+		require.NoError(t, err)
+		require.NoError(t, n.NC.PublishMsg(msg))
+		require.Eventually(t, func() bool { return version() == 1 }, 10*time.Second, 5*time.Millisecond, "%s: the result refreshes the answer", owner)
 	}
 }
