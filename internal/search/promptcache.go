@@ -178,7 +178,7 @@ func (s *Searcher) FollowPromptChanges(nc *nats.Conn) (func(), error) {
 	sub, err := nc.Subscribe(PromptResultSubject, func(m *nats.Msg) {
 		tenant := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 		var data struct {
-			ID string `json:"id"`
+			ID string `json:"prompt_id"` // prompt.indexed.v1
 		}
 		ev, err := bus.Decode(m.Header, m.Data)
 		if err == nil {

@@ -669,6 +669,8 @@ func TestGetCacheFollowsResults(t *testing.T) {
 	stop, err := f.s.FollowPromptChanges(n.NC)
 	require.NoError(t, err)
 	t.Cleanup(stop)
+	reg, err := schemas.Load()
+	require.NoError(t, err)
 	tenant := testenv.Tenant(t)
 	id := "greet-" + word(t)
 	for _, owner := range []string{tenant, "_global"} {
@@ -692,8 +694,13 @@ func TestGetCacheFollowsResults(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 2, version(), "%s: cached", owner)
 
-		ev, err := bus.NewEvent(bus.Type("prompt", "indexed"), owner, "indexer", map[string]any{"id": gid, "version": 1, "labels": []string{"production"}})
+		// What the indexer publishes for an activation (the schema checks
+		// the shape).
+		ev, err := bus.NewEvent(bus.Type("prompt", "indexed"), owner, "indexer", map[string]any{
+			"prompt_id": gid, "version": 1, "content_hash": strings.Repeat("ab", 32), "type": "task", "name": gid,
+			"outcome": "unchanged", "labels": []string{"production"}})
 		require.NoError(t, err)
+		require.NoError(t, reg.Validate(ev.Type(), ev.Data()))
 		msg, err := bus.Encode(ev)
 		require.NoError(t, err)
 		require.NoError(t, n.NC.PublishMsg(msg))
