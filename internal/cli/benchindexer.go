@@ -71,7 +71,10 @@ type IndexerBenchOptions struct {
 	ToolsEmbedder   string // auto (what the indexer picks), lexical, sentence or provider
 	AnchorRows      int    // rows of each kind the bare INSERT takes (0: all)
 	AllowPGlite     bool   // run on PGlite (tests of the command; no figures)
-	Seed            uint64 // of the generated corpus and queries
+	// SearchOnly names the tenant of an earlier run with the same corpus
+	// options and seed: indexing is skipped and search is measured on it.
+	SearchOnly string
+	Seed       uint64 // of the generated corpus and queries
 }
 
 func (o *IndexerBenchOptions) defaults() {
@@ -156,8 +159,17 @@ type SearchFigures struct {
 	SearchTools     Latency `json:"search_tools"`
 	KNNTools        Latency `json:"bare_knn_tools"`
 	FullTextTools   Latency `json:"bare_fulltext_tools"`
-	Get             Latency `json:"prompts_get"`
-	GetParams       Latency `json:"prompts_get_params"`
+	// Get and GetParams ask for ids drawn from every prompt id, so
+	// answers come mostly from the database; GetHot asks for HotIDs ids
+	// only, as agents running a few prompts do, so mostly from the
+	// indexer's cache.
+	Get       Latency `json:"prompts_get"`
+	GetParams Latency `json:"prompts_get_params"`
+	GetHot    Latency `json:"prompts_get_hot"`
+	// Echo is the anchor of prompts.get: a bare NATS responder on its own
+	// connection that returns a reply of a prompts.get's size, with no
+	// service, JSON or database in between.
+	Echo Latency `json:"nats_echo"`
 	// Search over bare kNN, of the medians.
 	PromptsRatioP50 float64 `json:"prompts_ratio_p50"`
 	PromptsRatioP99 float64 `json:"prompts_ratio_p99"`
@@ -193,7 +205,13 @@ type IndexerBenchResult struct {
 	PromptWords       float64         `json:"prompt_words_mean"`
 	Indexing          IndexingFigures `json:"indexing"`
 	Search            []SearchFigures `json:"search"`
+	HotIDs            int             `json:"hot_ids"`
+	SearchOnly        bool            `json:"search_only"`
 }
+
+// benchHotIDs is how many prompt ids the hot prompts.get measurement asks
+// for.
+const benchHotIDs = 100
 
 func runBenchIndexer(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
 	fs := flags("bench indexer", e)
@@ -213,6 +231,7 @@ func runBenchIndexer(ctx context.Context, e Env, cfg config.Config, log zerolog.
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	verbose := fs.Bool("v", false, "print progress and per-round figures")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	fs.StringVar(&o.SearchOnly, "search-only", "", "measure search only, on TENANT of an earlier run with the same --prompts, --prompt-ids, --tools and --seed (its corpus is generated again, not indexed)")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
@@ -264,7 +283,7 @@ func printIndexerBench(w io.Writer, r IndexerBenchResult) {
   server: %s, pgvector %s, pool of %d connections, batch %d
   models: prompts %s, tools %s; prompt K %d, tool K %d, ef_search %d, full-text candidates %d
 
-indexing (events applied per second)
+%sindexing (events applied per second)
   publish, async with acks (indexer stopped)        %9.0f /s
   prompts: indexer draining the backlog             %9.0f /s   (first publish → last prompt.indexed: %.0f /s)
     embedder alone (%s, %d texts)%s %9.0f /s
@@ -276,7 +295,7 @@ indexing (events applied per second)
     bare INSERT with vectors (HNSW maintained)      %9.0f /s
   rejected: %d
 `, r.Prompts, r.PromptIDs, r.PromptWords, r.Tools, r.Tenant, r.Database, r.Server, r.PGVector, r.PoolMaxConns, r.BatchSize,
-		r.PromptModel, r.ToolModel, r.PromptK, r.ToolK, r.EFSearch, r.LexicalCandidates,
+		r.PromptModel, r.ToolModel, r.PromptK, r.ToolK, r.EFSearch, r.LexicalCandidates, skipped(r.SearchOnly),
 		ix.Publish, ix.Prompts, ix.PromptsWall,
 		r.PromptModel, ix.PromptEmbedSamples, pad(r.PromptModel, ix.PromptEmbedSamples), ix.PromptsEmbed,
 		ix.AnchorPrompts, padTo(fmt.Sprintf("    bare INSERT, no vectors (anchor, %d rows)", ix.AnchorPrompts)), ix.PromptsInsert, ix.PromptsInsertVectors, ix.Tools,
@@ -292,6 +311,8 @@ indexing (events applied per second)
 			{"search.prompts (NATS)", s.SearchPrompts}, {"  bare SQL kNN, prompts", s.KNNPrompts}, {"  bare full-text arm, prompts", s.FullTextPrompts},
 			{"search.tools (NATS)", s.SearchTools}, {"  bare SQL kNN, tools", s.KNNTools}, {"  bare full-text arm, tools", s.FullTextTools},
 			{"prompts.get (NATS)", s.Get}, {"prompts.get with params (NATS)", s.GetParams},
+			{fmt.Sprintf("prompts.get, %d hot ids (NATS)", r.HotIDs), s.GetHot},
+			{"  bare NATS request/reply, same size", s.Echo},
 		} {
 			fmt.Fprintf(w, "  %-4d %-36s %9.2f %9.2f %9.2f %10.0f %7d\n", s.Concurrency, m.name, m.l.P50, m.l.P99, m.l.Max, m.l.Rate, m.l.Errors)
 		}
@@ -301,11 +322,13 @@ indexing (events applied per second)
 			s.Concurrency, s.EmptyPrompts, s.EmptyTools, s.DegradedPrompts, s.DegradedTools)
 	}
 	fmt.Fprintf(w, "\ntargets (issue 8): search p99 ≤ 10 ms, prompts.get p99 ≤ 2 ms, indexing ≥ 1,000 prompts/s\n")
-	fmt.Fprintf(w, "  indexing %.0f prompts/s: %s\n", ix.Prompts, verdict(ix.Prompts >= 1000))
+	if !r.SearchOnly {
+		fmt.Fprintf(w, "  indexing %.0f prompts/s: %s\n", ix.Prompts, verdict(ix.Prompts >= 1000))
+	}
 	for _, s := range r.Search {
-		fmt.Fprintf(w, "  concurrency %d: search.prompts p99 %.2f ms %s; search.tools p99 %.2f ms %s; prompts.get p99 %.2f ms %s, with params %.2f ms %s\n",
+		fmt.Fprintf(w, "  concurrency %d: search.prompts p99 %.2f ms %s; search.tools p99 %.2f ms %s; prompts.get p99 %.2f ms %s, with params %.2f ms %s, hot ids %.2f ms %s\n",
 			s.Concurrency, s.SearchPrompts.P99, verdict(s.SearchPrompts.P99 <= 10), s.SearchTools.P99, verdict(s.SearchTools.P99 <= 10),
-			s.Get.P99, verdict(s.Get.P99 <= 2), s.GetParams.P99, verdict(s.GetParams.P99 <= 2))
+			s.Get.P99, verdict(s.Get.P99 <= 2), s.GetParams.P99, verdict(s.GetParams.P99 <= 2), s.GetHot.P99, verdict(s.GetHot.P99 <= 2))
 	}
 }
 
@@ -315,6 +338,13 @@ func pad(model string, n int) string {
 }
 
 func padTo(label string) string { return strings.Repeat(" ", max(1, 52-len(label))) }
+
+func skipped(searchOnly bool) string {
+	if searchOnly {
+		return "(--search-only: indexing was not run; its figures are zero)\n"
+	}
+	return ""
+}
 
 func verdict(ok bool) string {
 	if ok {
@@ -389,12 +419,24 @@ func BenchIndexer(ctx context.Context, cfg config.Config, o IndexerBenchOptions,
 	defer closeT()
 	res.PromptModel, res.ToolModel = pe.Model(), te.Model()
 
-	res.Tenant = fmt.Sprintf("bench-ix-%x", rand.Uint32())
+	res.Tenant, res.SearchOnly, res.HotIDs = fmt.Sprintf("bench-ix-%x", rand.Uint32()), o.SearchOnly != "", min(benchHotIDs, o.PromptIDs)
+	if res.SearchOnly {
+		res.Tenant = o.SearchOnly
+	}
 	say("generating %d prompts over %d ids and %d tools (tenant %s)", o.Prompts, o.PromptIDs, o.Tools, res.Tenant)
 	c := newBenchCorpus(o)
 	res.PromptWords = c.meanWords()
 
 	b := &indexerBench{d: d, cfg: cfg, o: o, c: c, tenant: res.Tenant, say: say, pe: pe, te: te, res: &res}
+	if res.SearchOnly {
+		if err := b.existing(ctx); err != nil {
+			return res, err
+		}
+		if err := b.search(ctx); err != nil {
+			return res, fmt.Errorf("search: %w", err)
+		}
+		return res, nil
+	}
 	if err := b.indexing(ctx); err != nil {
 		return res, fmt.Errorf("indexing: %w", err)
 	}
@@ -568,6 +610,36 @@ func (b *indexerBench) indexing(ctx context.Context) error {
 	// are those of a settled table.
 	_, err = b.d.Pool.Exec(ctx, `ANALYZE prompts; ANALYZE tools; ANALYZE prompt_labels; ANALYZE index_tool_health; ANALYZE index_quality`)
 	return err
+}
+
+// existing checks that the --search-only tenant holds the corpus of these
+// options, and starts the indexer to serve it.
+func (b *indexerBench) existing(ctx context.Context) error {
+	var prompts, ids, tools int
+	if err := b.d.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM prompts WHERE tenant_id = $1),
+  (SELECT count(DISTINCT id) FROM prompts WHERE tenant_id = $1), (SELECT count(*) FROM tools WHERE tenant_id = $1)`,
+		b.tenant).Scan(&prompts, &ids, &tools); err != nil {
+		return err
+	}
+	if prompts != b.o.Prompts || ids != b.o.PromptIDs || tools != b.o.Tools {
+		return fmt.Errorf("--search-only: tenant %s holds %d prompts over %d ids and %d tools, not %d over %d and %d: give the options (and --seed) of the run that indexed it",
+			b.tenant, prompts, ids, tools, b.o.Prompts, b.o.PromptIDs, b.o.Tools)
+	}
+	mon, err := nats.Connect(b.cfg.NATSURL, nats.Name("agentq-bench-indexer-monitor"))
+	if err != nil {
+		return err
+	}
+	defer mon.Close()
+	ictx, cancel := context.WithCancel(ctx)
+	runDone := make(chan error, 1)
+	go func() { runDone <- app.Run(ictx, b.d, indexer.NewConsumer(indexer.Options{})) }()
+	b.stop = func() { cancel(); <-runDone }
+	if _, err := b.serviceReady(ctx, mon, runDone); err != nil {
+		b.stop()
+		return err
+	}
+	b.say("tenant %s: %d prompts over %d ids and %d tools; the indexer serves it", b.tenant, prompts, ids, tools)
+	return nil
 }
 
 // serviceReady waits until prompts.get answers on tenant, and returns when.
@@ -911,6 +983,30 @@ func (b *indexerBench) search(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The anchor of prompts.get: a responder with no work to do, replying
+	// with a body of a prompts.get reply's size.
+	echoConn, err := nats.Connect(b.cfg.NATSURL, nats.Name("agentq-bench-indexer-echo"))
+	if err != nil {
+		return err
+	}
+	defer echoConn.Close()
+	var sample search.GetResponse
+	if err := service.Call(ctx, nc, search.GetSubject+"."+b.tenant, search.GetRequest{ID: b.c.ids[0].id}, &sample); err != nil {
+		return fmt.Errorf("sample prompts.get: %w", err)
+	}
+	echoBody, err := json.Marshal(sample)
+	if err != nil {
+		return err
+	}
+	echoSubject := "agentq-bench.echo." + b.tenant
+	echoSub, err := echoConn.Subscribe(echoSubject, func(m *nats.Msg) { _ = m.Respond(echoBody) })
+	if err != nil {
+		return err
+	}
+	defer func() { _ = echoSub.Unsubscribe() }()
+	if err := echoConn.Flush(); err != nil {
+		return err
+	}
 	k := b.res
 	var promptTally, toolTally searchTally
 	call := func(subject string, req any, tally *searchTally) func(context.Context, int) error {
@@ -986,6 +1082,22 @@ func (b *indexerBench) search(ctx context.Context) error {
 				return call(search.GetSubject+"."+b.tenant, reqs[i], nil)(ctx, i)
 			}
 		}},
+		{"get.hot", func(n int) func(context.Context, int) error {
+			reqs := gen(n, func(r *rand.Rand) any { return search.GetRequest{ID: b.c.ids[r.IntN(b.res.HotIDs)].id} })
+			return func(ctx context.Context, i int) error {
+				return call(search.GetSubject+"."+b.tenant, reqs[i], nil)(ctx, i)
+			}
+		}},
+		{"echo", func(n int) func(context.Context, int) error {
+			req, err := json.Marshal(search.GetRequest{ID: b.c.ids[0].id})
+			return func(ctx context.Context, _ int) error {
+				if err != nil {
+					return err
+				}
+				_, err := nc.RequestWithContext(ctx, echoSubject, req)
+				return err
+			}
+		}},
 		{"get.params", func(n int) func(context.Context, int) error {
 			reqs := gen(n, func(r *rand.Rand) any {
 				id := b.c.ids[r.IntN(len(b.c.ids))]
@@ -1036,7 +1148,7 @@ func (b *indexerBench) search(ctx context.Context) error {
 		s := SearchFigures{Concurrency: c,
 			SearchPrompts: med("search.prompts"), KNNPrompts: med("knn.prompts"), FullTextPrompts: med("fulltext.prompts"),
 			SearchTools: med("search.tools"), KNNTools: med("knn.tools"), FullTextTools: med("fulltext.tools"),
-			Get: med("get"), GetParams: med("get.params"),
+			Get: med("get"), GetParams: med("get.params"), GetHot: med("get.hot"), Echo: med("echo"),
 		}
 		s.PromptsRatioP50, s.PromptsRatioP99 = s.SearchPrompts.P50/s.KNNPrompts.P50, s.SearchPrompts.P99/s.KNNPrompts.P99
 		s.ToolsRatioP50, s.ToolsRatioP99 = s.SearchTools.P50/s.KNNTools.P50, s.SearchTools.P99/s.KNNTools.P99

@@ -45,6 +45,8 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 	require.Equal(t, embed.LexicalModel, res.ToolModel)
 	require.Equal(t, []int{20, 30, 64, 200}, []int{res.PromptK, res.ToolK, res.EFSearch, res.LexicalCandidates})
 	require.InDelta(t, 125, res.PromptWords, 30, "prompts of about 100-150 words")
+	require.Equal(t, 20, res.HotIDs, "at most the ids there are")
+	require.False(t, res.SearchOnly)
 
 	ix := res.Indexing
 	for name, rate := range map[string]float64{
@@ -64,7 +66,7 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 		for name, l := range map[string]cli.Latency{
 			"search prompts": s.SearchPrompts, "knn prompts": s.KNNPrompts, "fulltext prompts": s.FullTextPrompts,
 			"search tools": s.SearchTools, "knn tools": s.KNNTools, "fulltext tools": s.FullTextTools,
-			"get": s.Get, "get params": s.GetParams,
+			"get": s.Get, "get params": s.GetParams, "get hot": s.GetHot, "echo": s.Echo,
 		} {
 			require.Equal(t, 12, l.Requests, name)
 			require.Zero(t, l.Errors, name)
@@ -91,11 +93,28 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 		"prompts: indexer draining the backlog", "bare INSERT with vectors (HNSW maintained)", "embedder alone (agentq-lexical-v1, 8 texts)",
 		"2    search.prompts (NATS)", "2      bare SQL kNN, prompts", "2      bare full-text arm, prompts",
 		"2    search.tools (NATS)", "2      bare SQL kNN, tools", "2      bare full-text arm, tools",
-		"2    prompts.get (NATS)", "2    prompts.get with params (NATS)", "2    search / bare kNN: prompts p50",
+		"2    prompts.get (NATS)", "2    prompts.get with params (NATS)", "2    prompts.get, 4 hot ids (NATS)", "2      bare NATS request/reply, same size", "2    search / bare kNN: prompts p50",
 		"indexing ", "concurrency 2: search.prompts p99",
 	} {
 		require.Contains(t, out, want)
 	}
+
+	// Search alone, on the first run's tenant: nothing is indexed again.
+	code, out, errOut = run(ctx, env, "", append(args, "--allow-pglite", "--json", "--search-only", res.Tenant)...)
+	require.Equal(t, 0, code, errOut)
+	var again cli.IndexerBenchResult
+	require.NoError(t, json.Unmarshal([]byte(out), &again), out)
+	require.True(t, again.SearchOnly)
+	require.Equal(t, res.Tenant, again.Tenant)
+	require.Equal(t, cli.IndexingFigures{}, again.Indexing, "no indexing was run")
+	require.Len(t, again.Search, 2)
+	require.Equal(t, 12, again.Search[1].GetHot.Requests)
+	require.Zero(t, again.Search[1].GetHot.Errors)
+	// Another corpus's options do not match the tenant's rows.
+	code, _, errOut = run(ctx, env, "", "bench", "indexer", "--allow-pglite", "--prompts", "61", "--prompt-ids", "20", "--tools", "25",
+		"--tools-embedder", "lexical", "--search-only", res.Tenant)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "--search-only: tenant "+res.Tenant+" holds 60 prompts over 20 ids and 25 tools, not 61 over 20 and 25")
 
 	// Figures on PGlite are refused unless asked for.
 	if os.Getenv("AGENTQ_DATABASE_URL") != "" {
