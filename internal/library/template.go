@@ -156,6 +156,49 @@ func walk(n parse.Node, root bool, used map[string]bool) {
 // value has its declared type. Errors wrap ErrParams (the caller's values)
 // or ErrTemplate (the content fails on these values).
 func Render(content string, params []Param, values map[string]any) (string, error) {
+	data, err := renderData(params, values)
+	if err != nil {
+		return "", err
+	}
+	t, err := Parse(content)
+	if err != nil {
+		return "", err
+	}
+	return execute(t, data)
+}
+
+// Parse parses content as a template for RenderParsed; the error wraps
+// ErrTemplate.
+func Parse(content string) (*template.Template, error) {
+	t, err := template.New("prompt").Option("missingkey=error").Parse(content)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrTemplate, err)
+	}
+	return t, nil
+}
+
+// RenderParsed is Render of a template Parse made, for callers that
+// render one prompt many times (prompts.get's cache): parsing is most of
+// a rendering's cost. t may be executed by many goroutines at once.
+func RenderParsed(t *template.Template, params []Param, values map[string]any) (string, error) {
+	data, err := renderData(params, values)
+	if err != nil {
+		return "", err
+	}
+	return execute(t, data)
+}
+
+func execute(t *template.Template, data map[string]any) (string, error) {
+	var buf bytes.Buffer
+	if err := t.Execute(&buf, data); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrTemplate, err)
+	}
+	return buf.String(), nil
+}
+
+// renderData is the template's data: values checked against params, and
+// the defaults.
+func renderData(params []Param, values map[string]any) (map[string]any, error) {
 	declared := map[string]Param{}
 	for _, p := range params {
 		declared[p.Name] = p
@@ -168,7 +211,7 @@ func Render(content string, params []Param, values map[string]any) (string, erro
 	}
 	if len(extra) > 0 {
 		sort.Strings(extra)
-		return "", fmt.Errorf("%w: unknown parameter(s) %s", ErrParams, strings.Join(extra, ", "))
+		return nil, fmt.Errorf("%w: unknown parameter(s) %s", ErrParams, strings.Join(extra, ", "))
 	}
 	data := make(map[string]any, len(params))
 	var missing []string
@@ -188,22 +231,14 @@ func Render(content string, params []Param, values map[string]any) (string, erro
 			continue
 		}
 		if err := checkType(p, v); err != nil {
-			return "", fmt.Errorf("%w: %w", ErrParams, err)
+			return nil, fmt.Errorf("%w: %w", ErrParams, err)
 		}
 		data[p.Name] = v
 	}
 	if len(missing) > 0 {
-		return "", fmt.Errorf("%w: missing required parameter(s) %s", ErrParams, strings.Join(missing, ", "))
+		return nil, fmt.Errorf("%w: missing required parameter(s) %s", ErrParams, strings.Join(missing, ", "))
 	}
-	t, err := template.New("prompt").Option("missingkey=error").Parse(content)
-	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrTemplate, err)
-	}
-	var buf bytes.Buffer
-	if err := t.Execute(&buf, data); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrTemplate, err)
-	}
-	return buf.String(), nil
+	return data, nil
 }
 
 func validParamType(t string) bool {

@@ -2,6 +2,7 @@ package library_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -61,7 +62,7 @@ func TestRender(t *testing.T) {
 }
 
 // FuzzCheckAndRender: any content and values give a result or an error,
-// never a panic.
+// never a panic; a template parsed once renders as Render does.
 func FuzzCheckAndRender(f *testing.F) {
 	for _, s := range []string{"Hello {{.Name}}", "{{range .Items}}{{.}}{{end}}", "{{index .Items 3}}", "{{template \"x\"}}", "{{.A.B.C}}", "{{$x := .A}}{{$x}}", "{{printf \"%d\" .A}}", "{{"} {
 		f.Add(s, "value")
@@ -70,6 +71,16 @@ func FuzzCheckAndRender(f *testing.F) {
 		params := []library.Param{{Name: "Name", Type: "string"}, {Name: "Items", Type: "array"}, {Name: "A"}}
 		_ = library.CheckTemplate(content, params)
 		_, _ = library.UsedParams(content)
-		_, _ = library.Render(content, params, map[string]any{"Name": value, "Items": []any{value, 1.0}, "A": map[string]any{"B": value}})
+		values := map[string]any{"Name": value, "Items": []any{value, 1.0}, "A": map[string]any{"B": value}}
+		out, err := library.Render(content, params, values)
+		if tmpl, perr := library.Parse(content); perr == nil {
+			for range 2 { // a parsed template is reused
+				got, gerr := library.RenderParsed(tmpl, params, values)
+				require.Equal(t, out, got)
+				require.Equal(t, fmt.Sprint(err), fmt.Sprint(gerr))
+			}
+		} else {
+			require.ErrorIs(t, err, library.ErrTemplate)
+		}
 	})
 }

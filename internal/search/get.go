@@ -73,12 +73,13 @@ func (s *Searcher) Get(ctx context.Context, tenant string, req GetRequest) (GetR
 		return GetResponse{}, service.BadRequest("label %q must match %s", truncate(req.Label, 80), labelRE)
 	}
 	key := getKey{tenant: tenant, id: req.ID, version: req.Version, label: req.Label}
-	p, gen, hit := s.prompts.get(key)
+	p, tmpl, gen, hit := s.prompts.get(key)
 	var err error
 	if !hit {
 		p, err = library.Scan(s.pool.QueryRow(ctx, getSQL, tenant, req.ID, req.Version, req.Label))
 		if err == nil {
-			s.prompts.put(key, p, gen)
+			tmpl, _ = library.Parse(p.Content) // nil: Render reports why
+			s.prompts.put(key, p, tmpl, gen)
 		}
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -94,7 +95,12 @@ func (s *Searcher) Get(ctx context.Context, tenant string, req GetRequest) (GetR
 	if err != nil {
 		return GetResponse{}, fmt.Errorf("get prompt %s: %w", req.ID, database.Classify(err))
 	}
-	out, err := library.Render(p.Content, p.Parameters, req.Params)
+	var out string
+	if tmpl != nil {
+		out, err = library.RenderParsed(tmpl, p.Parameters, req.Params)
+	} else {
+		out, err = library.Render(p.Content, p.Parameters, req.Params)
+	}
 	switch {
 	case err == nil:
 		return GetResponse{Prompt: p, Rendered: &out}, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
+	"text/template"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -51,6 +52,7 @@ type getKey struct {
 type promptEntry struct {
 	key     getKey
 	prompt  library.Prompt
+	tmpl    *template.Template // the content parsed, nil if it does not parse
 	expires time.Time
 }
 
@@ -62,11 +64,11 @@ func newPromptCache(size int, ttl time.Duration) *promptCache {
 		items: map[getKey]*list.Element{}, byID: map[string]map[getKey]struct{}{}}
 }
 
-// get returns the cached prompt of k, and the generation a caller that
-// misses passes to put.
-func (c *promptCache) get(k getKey) (library.Prompt, uint64, bool) {
+// get returns the cached prompt of k and its parsed content, and the
+// generation a caller that misses passes to put.
+func (c *promptCache) get(k getKey) (library.Prompt, *template.Template, uint64, bool) {
 	if c == nil {
-		return library.Prompt{}, 0, false
+		return library.Prompt{}, nil, 0, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -78,19 +80,20 @@ func (c *promptCache) get(k getKey) (library.Prompt, uint64, bool) {
 	}
 	el, ok := c.items[k]
 	if !ok {
-		return library.Prompt{}, c.gen, false
+		return library.Prompt{}, nil, c.gen, false
 	}
 	e := el.Value.(*promptEntry)
 	if !c.now().Before(e.expires) {
 		c.remove(el)
-		return library.Prompt{}, c.gen, false
+		return library.Prompt{}, nil, c.gen, false
 	}
 	c.order.MoveToFront(el)
-	return e.prompt, c.gen, true
+	return e.prompt, e.tmpl, c.gen, true
 }
 
-// put stores p for k unless something changed since gen was read.
-func (c *promptCache) put(k getKey, p library.Prompt, gen uint64) {
+// put stores p and its parsed content for k unless something changed
+// since gen was read.
+func (c *promptCache) put(k getKey, p library.Prompt, tmpl *template.Template, gen uint64) {
 	if c == nil {
 		return
 	}
@@ -102,7 +105,7 @@ func (c *promptCache) put(k getKey, p library.Prompt, gen uint64) {
 	if el, ok := c.items[k]; ok {
 		c.remove(el)
 	}
-	c.items[k] = c.order.PushFront(&promptEntry{key: k, prompt: p, expires: c.now().Add(c.ttl)})
+	c.items[k] = c.order.PushFront(&promptEntry{key: k, prompt: p, tmpl: tmpl, expires: c.now().Add(c.ttl)})
 	if c.byID[k.id] == nil {
 		c.byID[k.id] = map[getKey]struct{}{}
 	}

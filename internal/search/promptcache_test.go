@@ -41,13 +41,13 @@ func TestPromptCache(t *testing.T) {
 			c.epoch, c.epochSeen = func() uint64 { return reconnects }, reconnects
 			all := []getKey{a1, a2, b1, other}
 			for _, key := range all {
-				_, gen, ok := c.get(key)
+				_, _, gen, ok := c.get(key)
 				require.False(t, ok)
-				c.put(key, p(key.tenant, key.id, key.version), gen)
+				c.put(key, p(key.tenant, key.id, key.version), nil, gen)
 			}
 			tc.change(c, &clock)
 			for _, key := range all {
-				got, _, ok := c.get(key)
+				got, _, _, ok := c.get(key)
 				want := false
 				for _, x := range tc.kept {
 					want = want || x == key
@@ -66,32 +66,32 @@ func TestPromptCache(t *testing.T) {
 func TestPromptCacheStaleRead(t *testing.T) {
 	c := newPromptCache(2, time.Minute)
 	key := getKey{tenant: "acme", id: "greet"}
-	_, gen, _ := c.get(key)
+	_, _, gen, _ := c.get(key)
 	c.invalidate("acme", "greet") // a label moved while the read was in flight
-	c.put(key, library.Prompt{ID: "greet", Version: 1}, gen)
-	_, _, ok := c.get(key)
+	c.put(key, library.Prompt{ID: "greet", Version: 1}, nil, gen)
+	_, _, _, ok := c.get(key)
 	require.False(t, ok, "the read from before the change is not kept")
 
 	x, y, z := getKey{tenant: "t", id: "x"}, getKey{tenant: "t", id: "y"}, getKey{tenant: "t", id: "z"}
 	for _, key := range []getKey{x, y} {
-		_, gen, _ := c.get(key)
-		c.put(key, library.Prompt{ID: key.id}, gen)
+		_, _, gen, _ := c.get(key)
+		c.put(key, library.Prompt{ID: key.id}, nil, gen)
 	}
-	_, _, ok = c.get(x) // x is now the most recent
+	_, _, _, ok = c.get(x) // x is now the most recent
 	require.True(t, ok)
-	_, gen, _ = c.get(z)
-	c.put(z, library.Prompt{ID: "z"}, gen)
+	_, _, gen, _ = c.get(z)
+	c.put(z, library.Prompt{ID: "z"}, nil, gen)
 	for key, want := range map[getKey]bool{x: true, y: false, z: true} {
-		_, _, ok := c.get(key)
+		_, _, _, ok := c.get(key)
 		require.Equal(t, want, ok, key.id)
 	}
 	require.Len(t, c.byID, 2, "the evicted entry leaves no index behind")
 
 	require.Nil(t, newPromptCache(-1, time.Minute), "disabled")
 	var off *promptCache
-	_, _, ok = off.get(x)
+	_, _, _, ok = off.get(x)
 	require.False(t, ok)
-	off.put(x, library.Prompt{}, 0)
+	off.put(x, library.Prompt{}, nil, 0)
 	off.invalidate("t", "x")
 	off.flush()
 }
