@@ -34,7 +34,7 @@ import (
 )
 
 func init() {
-	describe("bench indexer", "[--prompts N] [--tools N] [--requests N] [--rounds N] [--concurrency 1,8] [--tools-embedder E] [--json]",
+	describe("bench indexer", "[--prompts N] [--tools N] [--requests N] [--rounds N] [--concurrency 1,8] [--tools-embedder E] [--search-only TENANT] [--json]",
 		`Measures the indexer on the database at AGENTQ_DATABASE_URL (native Postgres
 with pgvector; PGlite only with --allow-pglite, and its figures mean nothing)
 with an embedded NATS server, in one run:
@@ -48,8 +48,14 @@ with an embedded NATS server, in one run:
   search: search.prompts, search.tools and prompts.get through NATS
   request/reply from a separate connection, at each --concurrency, beside the
   bare SQL kNN query (same filter, model, K and ef_search, SET LOCAL in a
-  read-only transaction, as search runs it) and the bare full-text arm on the
-  same database. p50/p99/max and throughput are medians over --rounds.
+  read-only transaction) and the bare full-text arm on the same database.
+  prompts.get asks for ids drawn from every prompt id (mostly answered from
+  the database), then for 100 hot ids (mostly from the indexer's cache),
+  beside a bare NATS request/reply of the same size. p50/p99/max and
+  throughput are medians over --rounds.
+
+--search-only TENANT skips indexing and measures search on the tenant of an
+earlier run with the same --prompts, --prompt-ids, --tools and --seed.
 
 Every search query is generated afresh (words of the corpus, quotes of a
 prompt or tool, paraphrase-like rewrites), so the query-embedding cache does
