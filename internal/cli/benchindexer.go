@@ -81,6 +81,9 @@ type IndexerBenchOptions struct {
 	// options and seed: indexing is skipped and search is measured on it.
 	SearchOnly string
 	Seed       uint64 // of the generated corpus and queries
+	// Copies is how many indexer copies consume the backlog and serve
+	// search, each with connections of its own.
+	Copies int
 }
 
 func (o *IndexerBenchOptions) defaults() {
@@ -106,6 +109,9 @@ func (o *IndexerBenchOptions) defaults() {
 	}
 	if o.Seed == 0 {
 		o.Seed = 1
+	}
+	if o.Copies == 0 {
+		o.Copies = 1
 	}
 	o.PromptIDs = min(o.PromptIDs, o.Prompts)
 }
@@ -212,6 +218,7 @@ type IndexerBenchResult struct {
 	Indexing          IndexingFigures `json:"indexing"`
 	Search            []SearchFigures `json:"search"`
 	HotIDs            int             `json:"hot_ids"`
+	Copies            int             `json:"indexer_copies"`
 	SearchOnly        bool            `json:"search_only"`
 }
 
@@ -237,6 +244,7 @@ func runBenchIndexer(ctx context.Context, e Env, cfg config.Config, log zerolog.
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	verbose := fs.Bool("v", false, "print progress and per-round figures")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	fs.IntVar(&o.Copies, "copies", 1, "indexer copies consuming the backlog and serving search, each with its own connections")
 	fs.StringVar(&o.SearchOnly, "search-only", "", "measure search only, on TENANT of an earlier run with the same --prompts, --prompt-ids, --tools and --seed (its corpus is generated again, not indexed)")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
@@ -249,8 +257,8 @@ func runBenchIndexer(ctx context.Context, e Env, cfg config.Config, log zerolog.
 		}
 		o.Concurrency = append(o.Concurrency, c)
 	}
-	if o.Prompts < 1 || o.PromptIDs < 1 || o.Tools < 1 || o.Requests < 1 || o.Rounds < 1 || o.Warmup < 0 {
-		fmt.Fprintln(e.Stderr, "agentq bench indexer: --prompts, --prompt-ids, --tools, --requests and --rounds must be positive")
+	if o.Prompts < 1 || o.PromptIDs < 1 || o.Tools < 1 || o.Requests < 1 || o.Rounds < 1 || o.Warmup < 0 || o.Copies < 1 || o.Copies > 16 {
+		fmt.Fprintln(e.Stderr, "agentq bench indexer: --prompts, --prompt-ids, --tools, --requests and --rounds must be positive, --copies 1..16")
 		return errUsage
 	}
 	o.Seed = *seed
@@ -286,7 +294,7 @@ func printIndexerBench(w io.Writer, r IndexerBenchResult) {
 	ix := r.Indexing
 	fmt.Fprintf(w, `agentq bench indexer: %d prompts (%d ids, %.0f words on average), %d tools; tenant %s
   database: %s
-  server: %s, pgvector %s, pool of %d connections, batch %d
+  server: %s, pgvector %s, pool of %d connections, batch %d, indexer copies %d
   models: prompts %s, tools %s; prompt K %d, tool K %d, ef_search %d, full-text candidates %d
 
 %sindexing (events applied per second)
@@ -300,7 +308,7 @@ func printIndexerBench(w io.Writer, r IndexerBenchResult) {
     bare INSERT, no vectors (anchor, %d rows)%s %9.0f /s
     bare INSERT with vectors (HNSW maintained)      %9.0f /s
   rejected: %d
-`, r.Prompts, r.PromptIDs, r.PromptWords, r.Tools, r.Tenant, r.Database, r.Server, r.PGVector, r.PoolMaxConns, r.BatchSize,
+`, r.Prompts, r.PromptIDs, r.PromptWords, r.Tools, r.Tenant, r.Database, r.Server, r.PGVector, r.PoolMaxConns, r.BatchSize, r.Copies,
 		r.PromptModel, r.ToolModel, r.PromptK, r.ToolK, r.EFSearch, r.LexicalCandidates, skipped(r.SearchOnly),
 		ix.Publish, ix.Prompts, ix.PromptsWall,
 		r.PromptModel, ix.PromptEmbedSamples, pad(r.PromptModel, ix.PromptEmbedSamples), ix.PromptsEmbed,
@@ -425,6 +433,7 @@ func BenchIndexer(ctx context.Context, cfg config.Config, o IndexerBenchOptions,
 	defer closeT()
 	res.PromptModel, res.ToolModel = pe.Model(), te.Model()
 
+	res.Copies = o.Copies
 	res.Tenant, res.SearchOnly, res.HotIDs = fmt.Sprintf("bench-ix-%x", rand.Uint32()), o.SearchOnly != "", min(benchHotIDs, o.PromptIDs)
 	if res.SearchOnly {
 		res.Tenant = o.SearchOnly
@@ -433,7 +442,7 @@ func BenchIndexer(ctx context.Context, cfg config.Config, o IndexerBenchOptions,
 	c := newBenchCorpus(o)
 	res.PromptWords = c.meanWords()
 
-	b := &indexerBench{d: d, cfg: cfg, o: o, c: c, tenant: res.Tenant, say: say, pe: pe, te: te, res: &res}
+	b := &indexerBench{d: d, cfg: cfg, o: o, c: c, tenant: res.Tenant, say: say, pe: pe, te: te, res: &res, log: log}
 	if res.SearchOnly {
 		if err := b.existing(ctx); err != nil {
 			return res, err
@@ -472,7 +481,8 @@ type indexerBench struct {
 	say    func(string, ...any)
 	pe, te embed.Embedder
 	res    *IndexerBenchResult
-	stop   func() // stops the indexer
+	stop   func() // stops the indexer copies
+	log    zerolog.Logger
 }
 
 // --- phase 1: indexing ---
@@ -577,10 +587,10 @@ func (b *indexerBench) indexing(ctx context.Context) error {
 	b.res.Indexing.Publish = float64(b.o.Prompts+b.o.Tools) / time.Since(start).Seconds()
 	b.say("published at %.0f/s; starting the indexer", b.res.Indexing.Publish)
 
-	ictx, cancel := context.WithCancel(ctx)
-	runDone := make(chan error, 1)
-	go func() { runDone <- app.Run(ictx, b.d, indexer.NewConsumer(indexer.Options{})) }()
-	b.stop = func() { cancel(); <-runDone }
+	runDone, err := b.startIndexers(ctx)
+	if err != nil {
+		return err
+	}
 	// It starts consuming right after its search service answers (the
 	// embedders are open and the vector indexes exist by then).
 	ready, err := b.serviceReady(ctx, mon, runDone)
@@ -636,16 +646,58 @@ func (b *indexerBench) existing(ctx context.Context) error {
 		return err
 	}
 	defer mon.Close()
-	ictx, cancel := context.WithCancel(ctx)
-	runDone := make(chan error, 1)
-	go func() { runDone <- app.Run(ictx, b.d, indexer.NewConsumer(indexer.Options{})) }()
-	b.stop = func() { cancel(); <-runDone }
+	runDone, err := b.startIndexers(ctx)
+	if err != nil {
+		return err
+	}
 	if _, err := b.serviceReady(ctx, mon, runDone); err != nil {
 		b.stop()
 		return err
 	}
 	b.say("tenant %s: %d prompts over %d ids and %d tools; the indexer serves it", b.tenant, prompts, ids, tools)
 	return nil
+}
+
+// startIndexers starts the indexer copies: the first on the bench's own
+// connections, each other on connections of its own, as separate processes
+// would. runDone receives the first copy's end (a copy that stops on its
+// own stops the others); b.stop stops them all.
+func (b *indexerBench) startIndexers(ctx context.Context) (chan error, error) {
+	ictx, cancel := context.WithCancel(ctx)
+	deps := []*app.Deps{b.d}
+	closeExtra := func() {
+		for _, d := range deps[1:] {
+			d.Close(context.WithoutCancel(ctx))
+		}
+	}
+	for i := 2; i <= b.o.Copies; i++ {
+		d, err := app.Start(ctx, b.cfg, fmt.Sprintf("bench-indexer-%d", i), b.log.Level(zerolog.WarnLevel))
+		if err != nil {
+			cancel()
+			closeExtra()
+			return nil, fmt.Errorf("indexer copy %d: %w", i, err)
+		}
+		deps = append(deps, d)
+	}
+	runDone := make(chan error, 1)
+	var wg sync.WaitGroup
+	for i, d := range deps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := app.Run(ictx, d, indexer.NewConsumer(indexer.Options{}))
+			cancel() // a copy that stops on its own stops the others
+			if i == 0 {
+				runDone <- err
+			}
+		}()
+	}
+	b.stop = func() {
+		cancel()
+		wg.Wait()
+		closeExtra()
+	}
+	return runDone, nil
 }
 
 // serviceReady waits until prompts.get answers on tenant, and returns when.

@@ -47,6 +47,7 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 	require.InDelta(t, 125, res.PromptWords, 30, "prompts of about 100-150 words")
 	require.Equal(t, 20, res.HotIDs, "at most the ids there are")
 	require.False(t, res.SearchOnly)
+	require.Equal(t, 1, res.Copies)
 
 	ix := res.Indexing
 	for name, rate := range map[string]float64{
@@ -86,15 +87,16 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 	}
 
 	// The table: every measurement at every concurrency, and the verdicts.
+	// Two indexer copies share the backlog and the search requests.
 	code, out, errOut = run(ctx, env, "", "bench", "indexer", "--allow-pglite", "--prompts", "8", "--prompt-ids", "4", "--tools", "4",
-		"--requests", "3", "--warmup", "0", "--rounds", "1", "--concurrency", "2", "--tools-embedder", "lexical")
+		"--requests", "3", "--warmup", "0", "--rounds", "1", "--concurrency", "2", "--tools-embedder", "lexical", "--copies", "2")
 	require.Equal(t, 0, code, errOut)
 	for _, want := range []string{
 		"prompts: indexer draining the backlog", "bare INSERT with vectors (HNSW maintained)", "embedder alone (agentq-lexical-v1, 8 texts)",
 		"2    search.prompts (NATS)", "2      bare SQL kNN, prompts", "2      bare full-text arm, prompts",
 		"2    search.tools (NATS)", "2      bare SQL kNN, tools", "2      bare full-text arm, tools",
 		"2    prompts.get (NATS)", "2    prompts.get with params (NATS)", "2    prompts.get, 4 hot ids (NATS)", "2      bare NATS request/reply, same size", "2    search / bare kNN: prompts p50",
-		"indexing ", "concurrency 2: search.prompts p99",
+		"indexing ", "concurrency 2: search.prompts p99", "batch 500, indexer copies 2", "rejected: 0",
 	} {
 		require.Contains(t, out, want)
 	}
