@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentq/agentq/internal/embed"
@@ -39,12 +40,26 @@ func EnsureIndexes(ctx context.Context, pool *pgxpool.Pool, emb Embedders) error
 		if err != nil {
 			return err
 		}
-		if _, err := pool.Exec(ctx, sql); err != nil {
+		// Copies starting together on a fresh database would build the
+		// same index at once, and CREATE INDEX IF NOT EXISTS is not safe
+		// against a concurrent create (one fails on pg_class's unique
+		// index). The lock makes the others wait and then find it.
+		err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, indexLock); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, sql)
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("search: index %s for %s: %w", k.table, k.e.Model(), err)
 		}
 	}
 	return nil
 }
+
+// indexLock is the advisory lock EnsureIndexes takes ("agqindex").
+const indexLock int64 = 0x616771696e646578
 
 // dimension returns e's dimension, asking it with a probe when unknown.
 func dimension(ctx context.Context, e embed.Embedder) (int, error) {
