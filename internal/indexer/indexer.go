@@ -31,6 +31,7 @@ import (
 	"github.com/agentq/agentq/internal/embed"
 	"github.com/agentq/agentq/internal/library"
 	"github.com/agentq/agentq/internal/provider"
+	"github.com/agentq/agentq/internal/search"
 )
 
 // Options configures the indexer.
@@ -138,6 +139,13 @@ func (ix *Indexer) Handle(ctx context.Context, batch []*bus.Delivery) []error {
 	}
 	if err := ix.out.Send(ctx, results); err != nil {
 		ix.log.Warn().Err(err).Int("events", len(results)).Msg("indexer results left for the outbox relay")
+	}
+	// BM25's statistics were logged by the batch's rows; fold them now,
+	// after the results are out, in short transactions of their own
+	// (migration 00011). Searches count unfolded changes too, so a failure
+	// here loses nothing: the next batch folds them.
+	if _, err := search.FoldStats(ctx, ix.pool); err != nil && ctx.Err() == nil {
+		ix.log.Warn().Err(err).Msg("search statistics left in the log for the next batch")
 	}
 	return errs
 }

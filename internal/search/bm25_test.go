@@ -3,6 +3,7 @@ package search_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -86,42 +87,64 @@ func TestBM25OddQueries(t *testing.T) {
 	require.Equal(t, []string{"path_tool"}, namesIn(resp, tenant))
 }
 
-// TestSearchStatsFollowRows: the statistics behind IDF (search_corpus,
-// search_lexemes) equal a count over the rows after inserts, new prompt
-// versions, tool re-registrations, re-embedding and tenant resets.
+// TestSearchStatsFollowRows: the statistics behind IDF equal a count over
+// the rows after inserts, new prompt versions, tool re-registrations,
+// re-embedding and tenant resets: as searches read them (search_corpus and
+// search_lexemes plus the changes logged and not folded yet), and, once
+// folded, in the tables alone, with no lexeme left at 0.
 func TestSearchStatsFollowRows(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, lexical, search.Options{})
 	tenant := testenv.Tenant(t)
+	strs := func(sql string, args ...any) []string {
+		t.Helper()
+		rows, err := f.pool.Query(ctx, sql, args...)
+		require.NoError(t, err)
+		var out []string
+		for rows.Next() {
+			var s string
+			require.NoError(t, rows.Scan(&s))
+			out = append(out, s)
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	corpus := func(sql string, args ...any) [2]int64 {
+		t.Helper()
+		var v [2]int64
+		require.NoError(t, f.pool.QueryRow(ctx, sql, args...).Scan(&v[0], &v[1]))
+		return v
+	}
 	check := func(step string) {
 		t.Helper()
 		for _, k := range []struct{ table, kind string }{{"prompts", "prompt"}, {"tools", "tool"}} {
-			var want, got []string
-			rows, err := f.pool.Query(ctx, `SELECT x || ':' || count(*) FROM `+k.table+` a, unnest(tsvector_to_array(a.search_text)) x
+			want := strs(`SELECT x || ':' || count(*) FROM `+k.table+` a, unnest(tsvector_to_array(a.search_text)) x
 				WHERE a.tenant_id = $1 GROUP BY x ORDER BY x`, tenant)
-			require.NoError(t, err)
-			for rows.Next() {
-				var s string
-				require.NoError(t, rows.Scan(&s))
-				want = append(want, s)
-			}
-			require.NoError(t, rows.Err())
-			rows, err = f.pool.Query(ctx, `SELECT lexeme || ':' || df FROM search_lexemes WHERE tenant_id = $1 AND kind = $2 ORDER BY lexeme`, tenant, k.kind)
-			require.NoError(t, err)
-			for rows.Next() {
-				var s string
-				require.NoError(t, rows.Scan(&s))
-				got = append(got, s)
-			}
-			require.NoError(t, rows.Err())
-			require.Equal(t, want, got, "%s: %s lexemes", step, k.table)
-
-			var wantDocs, wantLen, gotDocs, gotLen int64
-			require.NoError(t, f.pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(length(search_text)), 0) FROM `+k.table+` WHERE tenant_id = $1`, tenant).
-				Scan(&wantDocs, &wantLen))
-			require.NoError(t, f.pool.QueryRow(ctx, `SELECT coalesce(sum(docs), 0), coalesce(sum(lexemes), 0) FROM search_corpus WHERE tenant_id = $1 AND kind = $2`, tenant, k.kind).
-				Scan(&gotDocs, &gotLen))
-			require.Equal(t, [2]int64{wantDocs, wantLen}, [2]int64{gotDocs, gotLen}, "%s: %s corpus", step, k.table)
+			wantCorpus := corpus(`SELECT count(*), coalesce(sum(length(search_text)), 0) FROM `+k.table+` WHERE tenant_id = $1`, tenant)
+			read := strs(`SELECT lexeme || ':' || sum(df) FROM (
+				SELECT lexeme, df FROM search_lexemes WHERE tenant_id = $1 AND kind = $2
+				UNION ALL
+				SELECT u, g.sign FROM search_stats_log g, unnest(g.lexemes) u WHERE g.tenant_id = $1 AND g.kind = $2) z
+				GROUP BY lexeme HAVING sum(df) <> 0 ORDER BY lexeme`, tenant, k.kind)
+			require.Equal(t, want, read, "%s: %s lexemes as searches read them", step, k.table)
+			require.Equal(t, wantCorpus, corpus(`SELECT coalesce(sum(d), 0), coalesce(sum(l), 0) FROM (
+				SELECT docs AS d, lexemes AS l FROM search_corpus WHERE tenant_id = $1 AND kind = $2
+				UNION ALL
+				SELECT sign, sign * length FROM search_stats_log WHERE tenant_id = $1 AND kind = $2) z`, tenant, k.kind),
+				"%s: %s corpus as searches read it", step, k.table)
+		}
+		_, err := search.FoldStats(ctx, f.pool)
+		require.NoError(t, err)
+		for _, k := range []struct{ table, kind string }{{"prompts", "prompt"}, {"tools", "tool"}} {
+			want := strs(`SELECT x || ':' || count(*) FROM `+k.table+` a, unnest(tsvector_to_array(a.search_text)) x
+				WHERE a.tenant_id = $1 GROUP BY x ORDER BY x`, tenant)
+			got := strs(`SELECT lexeme || ':' || df FROM search_lexemes WHERE tenant_id = $1 AND kind = $2 ORDER BY lexeme`, tenant, k.kind)
+			require.Equal(t, want, got, "%s: %s lexemes, folded", step, k.table)
+			require.Equal(t,
+				corpus(`SELECT count(*), coalesce(sum(length(search_text)), 0) FROM `+k.table+` WHERE tenant_id = $1`, tenant),
+				corpus(`SELECT coalesce(sum(docs), 0), coalesce(sum(lexemes), 0) FROM search_corpus WHERE tenant_id = $1 AND kind = $2`, tenant, k.kind),
+				"%s: %s corpus, folded", step, k.table)
+			require.Empty(t, strs(`SELECT id::text FROM search_stats_log WHERE tenant_id = $1`, tenant), "%s: folded", step)
 		}
 	}
 
@@ -168,4 +191,50 @@ func idsIn(r search.PromptsResponse, tenant string) []string {
 		}
 	}
 	return out
+}
+
+// TestStatsDoNotSerialiseWriters: a transaction writing prompts of a tenant
+// commits while another transaction that wrote the same words to the same
+// tenant is still open; the statistics are logged, not upserted on rows
+// both would lock (migration 00011). Native Postgres only: PGlite runs one
+// transaction at a time whatever the locks.
+func TestStatsDoNotSerialiseWriters(t *testing.T) {
+	if os.Getenv("AGENTQ_DATABASE_URL") == "" {
+		t.Skip("PGlite serialises transactions; set AGENTQ_DATABASE_URL to native Postgres")
+	}
+	ctx := context.Background()
+	pool := testenv.Pool(t)
+	tenant := testenv.Tenant(t)
+	w := word(t)
+	insert := func(ctx context.Context, db library.DB, id string, seq uint64) {
+		t.Helper()
+		content := "Summarise the " + w + " report for the team."
+		p := library.Prompt{Tenant: tenant, ID: id, Version: 1, Hash: library.Hash(id, 1, content, "task"), Type: "task",
+			Name: id, Content: content, CreatedAt: time.Now()}
+		ok, err := library.Insert(ctx, db, library.Row{Prompt: p, EventID: id, StreamSeq: seq})
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	first, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = first.Rollback(ctx) }()
+	insert(ctx, first, "first", 1)
+
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	second, err := pool.Begin(wctx)
+	require.NoError(t, err)
+	insert(wctx, second, "second", 2)
+	require.NoError(t, second.Commit(wctx), "the second writer does not wait for the first")
+	require.NoError(t, first.Commit(ctx))
+
+	_, err = search.FoldStats(ctx, pool)
+	require.NoError(t, err)
+	var df int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT df FROM search_lexemes WHERE tenant_id = $1 AND kind = 'prompt' AND lexeme = $2`,
+		tenant, w).Scan(&df))
+	require.Equal(t, int64(2), df)
+	var docs int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT docs FROM search_corpus WHERE tenant_id = $1 AND kind = 'prompt'`, tenant).Scan(&docs))
+	require.Equal(t, int64(2), docs)
 }

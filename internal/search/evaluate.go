@@ -159,7 +159,8 @@ func LoadCorpus(ctx context.Context, db library.DB, tenant string, kind EvalKind
 			return err
 		}
 	}
-	return nil
+	_, err := FoldStats(ctx, db)
+	return err
 }
 
 // joinText is the indexer's: the parts, trimmed, joined by ". ".

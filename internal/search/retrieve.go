@@ -74,7 +74,8 @@ func (k kind) cols(alias string) string {
 //
 // The full-text arm is BM25 (Lucene's IDF, k1, b) over a bounded
 // candidate set. IDF comes from search_lexemes and search_corpus
-// (migrations/00008, kept by triggers) for the tenant and _global.
+// (migrations/00008, kept by triggers) and the changes not folded into
+// them yet (search_stats_log, 00011) for the tenant and _global.
 // Candidates are the rows holding the query's rarer lexemes, taken
 // rarest first while their summed document frequencies stay within {lexn}
 // (the rarest one always), at most {lexn} rows, plus at most {lexn} rows
@@ -123,19 +124,26 @@ func (t tuning) retrievalSQL(k kind, mode Mode, filter, model string, dim int) (
 		ctes = append(ctes,
 			`lexq AS (SELECT websearch_to_tsquery('english', {query}) AS andq,
   tsvector_to_array(to_tsvector('english', {query})) AS lx)`,
+			// Corpus statistics: search_corpus plus the changes not folded
+			// into it yet (migration 00011).
 			fmt.Sprintf(`lexs AS (
-  SELECT coalesce(sum(s.docs), 0)::float8 AS n, greatest(coalesce(sum(s.lexemes), 0)::float8 / greatest(sum(s.docs), 1), 1) AS avgdl
-  FROM search_corpus s WHERE s.tenant_id IN ({tenant}, '_global') AND s.kind = '%s')`, k.stats),
+  SELECT v.n, greatest(v.len / greatest(v.n, 1), 1) AS avgdl FROM (
+    SELECT coalesce(sum(u.docs), 0)::float8 AS n, coalesce(sum(u.len), 0)::float8 AS len FROM (
+      SELECT s.docs, s.lexemes AS len FROM search_corpus s WHERE s.tenant_id IN ({tenant}, '_global') AND s.kind = '%[1]s'
+      UNION ALL
+      SELECT g.sign, g.sign * g.length FROM search_stats_log g WHERE g.tenant_id IN ({tenant}, '_global') AND g.kind = '%[1]s') u) v)`, k.stats),
 			// upto: the summed document frequencies of this lexeme and
 			// the rarer ones; rn: its place, rarest first.
 			fmt.Sprintf(`lext AS (
   SELECT t.lexeme, t.df, ln(1 + (greatest(s.n - t.df, 0) + 0.5) / (t.df + 0.5)) AS idf,
     sum(t.df) OVER (ORDER BY t.df, t.lexeme ROWS UNBOUNDED PRECEDING) AS upto,
     row_number() OVER (ORDER BY t.df, t.lexeme) AS rn
-  FROM (SELECT x.lexeme, coalesce(sum(d.df), 0)::float8 AS df
-        FROM lexq CROSS JOIN LATERAL unnest(lexq.lx) x(lexeme)
-        LEFT JOIN search_lexemes d ON d.tenant_id IN ({tenant}, '_global') AND d.kind = '%s' AND d.lexeme = x.lexeme
-        GROUP BY x.lexeme) t, lexs s)`, k.stats),
+  FROM (SELECT x.lexeme,
+          (coalesce((SELECT sum(d.df) FROM search_lexemes d
+                     WHERE d.tenant_id IN ({tenant}, '_global') AND d.kind = '%[1]s' AND d.lexeme = x.lexeme), 0)
+         + coalesce((SELECT sum(g.sign) FROM search_stats_log g
+                     WHERE g.tenant_id IN ({tenant}, '_global') AND g.kind = '%[1]s' AND x.lexeme = ANY (g.lexemes)), 0))::float8 AS df
+        FROM lexq CROSS JOIN LATERAL unnest(lexq.lx) x(lexeme)) t, lexs s)`, k.stats),
 			// Lexemes quoted for tsquery's input: ' doubled, \ escaped.
 			`lexp AS (SELECT string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''', ' | ')::tsquery AS q
   FROM lext WHERE upto <= {lexn} OR rn = 1)`,
