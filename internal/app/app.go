@@ -166,8 +166,7 @@ func Run(ctx context.Context, d *Deps, consumers ...Consumer) error {
 	relayDone := make(chan struct{})
 	go func() {
 		defer close(relayDone)
-		// Rows younger than 30 s may still be in their writer's hands.
-		d.Outbox.Relay(relayCtx, 10*time.Second, 30*time.Second)
+		d.Outbox.Relay(relayCtx, d.Config.RelayInterval, d.Config.RelayMinAge)
 	}()
 	defer func() { stopRelay(); <-relayDone }()
 	if d.Config.InboxRetention > 0 {

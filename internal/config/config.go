@@ -72,6 +72,8 @@ type Config struct {
 	Consumers         map[string]ConsumerSettings
 	DevDBStartTimeout time.Duration // AGENTQ_DEVDB_START_TIMEOUT
 	InboxRetention    time.Duration // AGENTQ_INBOX_RETENTION; 0 keeps forever
+	RelayInterval     time.Duration // AGENTQ_OUTBOX_RELAY_INTERVAL
+	RelayMinAge       time.Duration // AGENTQ_OUTBOX_RELAY_MIN_AGE
 	DataDir           string        // AGENTQ_DATA_DIR (agentq dev)
 	NATSListen        string        // AGENTQ_NATS_LISTEN (agentq dev's embedded server)
 	PGliteDir         string        // AGENTQ_PGLITE_DIR (agentq dev's dev database)
@@ -106,6 +108,8 @@ var Vars = []Var{
 	{"AGENTQ_BATCH_SIZE", "500", "most events a consumer handles in one transaction"},
 	{"AGENTQ_HANDLER_TIMEOUT", "30s", "longest a consumer may work on one batch before it is cancelled and retried (messages are kept alive meanwhile)"},
 	{"AGENTQ_INBOX_RETENTION", "0", "how long consumers remember applied event ids (hourly pruning); 0 keeps them forever; keep it above AGENTQ_STREAM_MAX_AGE"},
+	{"AGENTQ_OUTBOX_RELAY_INTERVAL", "10s", "how often each process publishes results a crashed copy left in the outbox"},
+	{"AGENTQ_OUTBOX_RELAY_MIN_AGE", "30s", "age at which an unpublished result counts as left behind (younger ones may still be in their writer's hands; a result published twice is dropped by JetStream's duplicate window)"},
 	{"AGENTQ_DATA_DIR", "", "agentq dev: where the embedded NATS and dev database keep data; empty: a temporary directory removed on exit"},
 	{"AGENTQ_NATS_LISTEN", "127.0.0.1:4222", "agentq dev: where the embedded NATS server listens"},
 	{"AGENTQ_DEVDB_START_TIMEOUT", "60s", "agentq dev and tests: how long to wait for the PGlite dev database to accept connections"},
@@ -231,6 +235,8 @@ func Load(getenv func(string) string) (Config, error) {
 		DevDBStartTimeout: dur("AGENTQ_DEVDB_START_TIMEOUT"),
 		Consumers:         map[string]ConsumerSettings{},
 		InboxRetention:    dur("AGENTQ_INBOX_RETENTION"),
+		RelayInterval:     dur("AGENTQ_OUTBOX_RELAY_INTERVAL"),
+		RelayMinAge:       dur("AGENTQ_OUTBOX_RELAY_MIN_AGE"),
 		DataDir:           get("AGENTQ_DATA_DIR"),
 		NATSListen:        get("AGENTQ_NATS_LISTEN"),
 		PGliteDir:         get("AGENTQ_PGLITE_DIR"),
@@ -335,6 +341,12 @@ func (c Config) Validate() error {
 	check(c.Search.GetCacheTTL > 0, "AGENTQ_SEARCH_GET_CACHE_TTL must be positive")
 	check(c.DevDBStartTimeout > 0, "AGENTQ_DEVDB_START_TIMEOUT must be positive")
 	check(c.InboxRetention >= 0, "AGENTQ_INBOX_RETENTION must not be negative")
+	check(c.RelayInterval > 0, "AGENTQ_OUTBOX_RELAY_INTERVAL must be positive")
+	check(c.RelayMinAge > 0, "AGENTQ_OUTBOX_RELAY_MIN_AGE must be positive")
+	// A relay may publish a result its writer is still publishing; the
+	// duplicate window must cover that for JetStream to drop the copy.
+	check(c.Stream.Duplicates <= 0 || c.RelayMinAge < c.Stream.Duplicates,
+		"AGENTQ_OUTBOX_RELAY_MIN_AGE %s must be shorter than AGENTQ_STREAM_DUPLICATE_WINDOW %s, or a result still being published by its writer could be stored twice", c.RelayMinAge, c.Stream.Duplicates)
 	// Applied ids must be remembered at least as long as the stream keeps
 	// the events: a stream that keeps them forever needs an inbox that does.
 	check(c.InboxRetention == 0 || (c.Stream.MaxAge > 0 && c.InboxRetention >= c.Stream.MaxAge),

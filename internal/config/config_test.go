@@ -23,6 +23,8 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, 5, cfg.MaxDeliver)
 	require.Equal(t, 30*time.Second, cfg.AckWait)
 	require.Equal(t, 2*time.Minute, cfg.Stream.Duplicates)
+	require.Equal(t, 10*time.Second, cfg.RelayInterval)
+	require.Equal(t, 30*time.Second, cfg.RelayMinAge)
 	require.Equal(t, int64(-1), cfg.Stream.MaxBytes)
 	require.Zero(t, cfg.Stream.MaxAge)
 	r := cfg.Runner("scorer", "tool.executed.*")
@@ -44,6 +46,9 @@ func TestInvalidValues(t *testing.T) {
 		{"payload", "AGENTQ_MAX_PAYLOAD", "10", "AGENTQ_MAX_PAYLOAD 10"},
 		{"max deliver", "AGENTQ_MAX_DELIVER", "0", "AGENTQ_MAX_DELIVER 0"},
 		{"negative retention", "AGENTQ_INBOX_RETENTION", "-1h", "AGENTQ_INBOX_RETENTION must not be negative"},
+		{"relay interval", "AGENTQ_OUTBOX_RELAY_INTERVAL", "0s", "AGENTQ_OUTBOX_RELAY_INTERVAL must be positive"},
+		{"relay min age", "AGENTQ_OUTBOX_RELAY_MIN_AGE", "-1s", "AGENTQ_OUTBOX_RELAY_MIN_AGE must be positive"},
+		{"relay min age beyond the duplicate window", "AGENTQ_OUTBOX_RELAY_MIN_AGE", "3m", "AGENTQ_OUTBOX_RELAY_MIN_AGE 3m0s must be shorter than AGENTQ_STREAM_DUPLICATE_WINDOW 2m0s"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
