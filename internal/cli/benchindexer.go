@@ -219,6 +219,7 @@ type IndexerBenchResult struct {
 	Search            []SearchFigures `json:"search"`
 	HotIDs            int             `json:"hot_ids"`
 	Copies            int             `json:"indexer_copies"`
+	Writers           int             `json:"indexer_writers"`
 	SearchOnly        bool            `json:"search_only"`
 }
 
@@ -294,7 +295,7 @@ func printIndexerBench(w io.Writer, r IndexerBenchResult) {
 	ix := r.Indexing
 	fmt.Fprintf(w, `agentq bench indexer: %d prompts (%d ids, %.0f words on average), %d tools; tenant %s
   database: %s
-  server: %s, pgvector %s, pool of %d connections, batch %d, indexer copies %d
+  server: %s, pgvector %s, pool of %d connections, batch %d, indexer copies %d of %d writers each
   models: prompts %s, tools %s; prompt K %d, tool K %d, ef_search %d, full-text candidates %d
 
 %sindexing (events applied per second)
@@ -308,7 +309,7 @@ func printIndexerBench(w io.Writer, r IndexerBenchResult) {
     bare INSERT, no vectors (anchor, %d rows)%s %9.0f /s
     bare INSERT with vectors (HNSW maintained)      %9.0f /s
   rejected: %d
-`, r.Prompts, r.PromptIDs, r.PromptWords, r.Tools, r.Tenant, r.Database, r.Server, r.PGVector, r.PoolMaxConns, r.BatchSize, r.Copies,
+`, r.Prompts, r.PromptIDs, r.PromptWords, r.Tools, r.Tenant, r.Database, r.Server, r.PGVector, r.PoolMaxConns, r.BatchSize, r.Copies, r.Writers,
 		r.PromptModel, r.ToolModel, r.PromptK, r.ToolK, r.EFSearch, r.LexicalCandidates, skipped(r.SearchOnly),
 		ix.Publish, ix.Prompts, ix.PromptsWall,
 		r.PromptModel, ix.PromptEmbedSamples, pad(r.PromptModel, ix.PromptEmbedSamples), ix.PromptsEmbed,
@@ -434,6 +435,7 @@ func BenchIndexer(ctx context.Context, cfg config.Config, o IndexerBenchOptions,
 	res.PromptModel, res.ToolModel = pe.Model(), te.Model()
 
 	res.Copies = o.Copies
+	res.Writers = cfg.IndexerWriters
 	res.Tenant, res.SearchOnly, res.HotIDs = fmt.Sprintf("bench-ix-%x", rand.Uint32()), o.SearchOnly != "", min(benchHotIDs, o.PromptIDs)
 	if res.SearchOnly {
 		res.Tenant = o.SearchOnly

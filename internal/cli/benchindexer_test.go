@@ -48,6 +48,7 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 	require.Equal(t, 20, res.HotIDs, "at most the ids there are")
 	require.False(t, res.SearchOnly)
 	require.Equal(t, 1, res.Copies)
+	require.Equal(t, 2, res.Writers, "AGENTQ_INDEXER_WRITERS' default")
 
 	ix := res.Indexing
 	for name, rate := range map[string]float64{
@@ -96,7 +97,7 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 		"2    search.prompts (NATS)", "2      bare SQL kNN, prompts", "2      bare full-text arm, prompts",
 		"2    search.tools (NATS)", "2      bare SQL kNN, tools", "2      bare full-text arm, tools",
 		"2    prompts.get (NATS)", "2    prompts.get with params (NATS)", "2    prompts.get, 4 hot ids (NATS)", "2      bare NATS request/reply, same size", "2    search / bare kNN: prompts p50",
-		"indexing ", "concurrency 2: search.prompts p99", "batch 500, indexer copies 2", "rejected: 0",
+		"indexing ", "concurrency 2: search.prompts p99", "batch 500, indexer copies 2 of 2 writers each", "rejected: 0",
 	} {
 		require.Contains(t, out, want)
 	}

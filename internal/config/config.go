@@ -83,6 +83,7 @@ type Config struct {
 	EmbedTools        string        // AGENTQ_EMBED_TOOLS: auto, lexical, sentence or provider
 	Rater             Rater         // AGENTQ_RATER_*
 	Search            Search        // AGENTQ_SEARCH_*
+	IndexerWriters    int           // AGENTQ_INDEXER_WRITERS
 }
 
 // Var documents one environment variable.
@@ -126,6 +127,7 @@ var Vars = []Var{
 	{"AGENTQ_RATER_MAX_INPUT_TOKENS", "2000", "untrusted text (input, output, query) over this many tokens is truncated, or summarised first"},
 	{"AGENTQ_RATER_SUMMARIZE", "false", "summarise outputs over AGENTQ_RATER_MAX_INPUT_TOKENS with the LLM before rating"},
 	{"AGENTQ_RATER_RERATE", "false", "also rate events that already carry llm_rating (the agent rated itself)"},
+	{"AGENTQ_INDEXER_WRITERS", "2", "transactions each indexer copy applies a batch in at once, split by prompt id, tool name and quality figure (each one's events stay in stream order in one); more use more Postgres cores and connections"},
 	{"AGENTQ_EMBED_BASE_URL", "", "OpenAI-compatible embeddings endpoint; empty: the built-in offline embedders (AGENTQ_EMBED_PROMPTS, AGENTQ_EMBED_TOOLS)"},
 	{"AGENTQ_EMBED_MODEL", "", "embedding model name"},
 	{"AGENTQ_EMBED_API_KEY", "", "embeddings API key"},
@@ -235,6 +237,7 @@ func Load(getenv func(string) string) (Config, error) {
 		DevDBStartTimeout: dur("AGENTQ_DEVDB_START_TIMEOUT"),
 		Consumers:         map[string]ConsumerSettings{},
 		InboxRetention:    dur("AGENTQ_INBOX_RETENTION"),
+		IndexerWriters:    num("AGENTQ_INDEXER_WRITERS"),
 		RelayInterval:     dur("AGENTQ_OUTBOX_RELAY_INTERVAL"),
 		RelayMinAge:       dur("AGENTQ_OUTBOX_RELAY_MIN_AGE"),
 		DataDir:           get("AGENTQ_DATA_DIR"),
@@ -341,6 +344,7 @@ func (c Config) Validate() error {
 	check(c.Search.GetCacheTTL > 0, "AGENTQ_SEARCH_GET_CACHE_TTL must be positive")
 	check(c.DevDBStartTimeout > 0, "AGENTQ_DEVDB_START_TIMEOUT must be positive")
 	check(c.InboxRetention >= 0, "AGENTQ_INBOX_RETENTION must not be negative")
+	check(c.IndexerWriters >= 1 && c.IndexerWriters <= 64, "AGENTQ_INDEXER_WRITERS %d: want 1..64", c.IndexerWriters)
 	check(c.RelayInterval > 0, "AGENTQ_OUTBOX_RELAY_INTERVAL must be positive")
 	check(c.RelayMinAge > 0, "AGENTQ_OUTBOX_RELAY_MIN_AGE must be positive")
 	// A relay may publish a result its writer is still publishing; the

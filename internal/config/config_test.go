@@ -24,6 +24,7 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, 30*time.Second, cfg.AckWait)
 	require.Equal(t, 2*time.Minute, cfg.Stream.Duplicates)
 	require.Equal(t, 10*time.Second, cfg.RelayInterval)
+	require.Equal(t, 2, cfg.IndexerWriters)
 	require.Equal(t, 30*time.Second, cfg.RelayMinAge)
 	require.Equal(t, int64(-1), cfg.Stream.MaxBytes)
 	require.Zero(t, cfg.Stream.MaxAge)
@@ -46,6 +47,7 @@ func TestInvalidValues(t *testing.T) {
 		{"payload", "AGENTQ_MAX_PAYLOAD", "10", "AGENTQ_MAX_PAYLOAD 10"},
 		{"max deliver", "AGENTQ_MAX_DELIVER", "0", "AGENTQ_MAX_DELIVER 0"},
 		{"negative retention", "AGENTQ_INBOX_RETENTION", "-1h", "AGENTQ_INBOX_RETENTION must not be negative"},
+		{"indexer writers", "AGENTQ_INDEXER_WRITERS", "0", "AGENTQ_INDEXER_WRITERS 0: want 1..64"},
 		{"relay interval", "AGENTQ_OUTBOX_RELAY_INTERVAL", "0s", "AGENTQ_OUTBOX_RELAY_INTERVAL must be positive"},
 		{"relay min age", "AGENTQ_OUTBOX_RELAY_MIN_AGE", "-1s", "AGENTQ_OUTBOX_RELAY_MIN_AGE must be positive"},
 		{"relay min age beyond the duplicate window", "AGENTQ_OUTBOX_RELAY_MIN_AGE", "3m", "AGENTQ_OUTBOX_RELAY_MIN_AGE 3m0s must be shorter than AGENTQ_STREAM_DUPLICATE_WINDOW 2m0s"},

@@ -25,8 +25,12 @@ var Consumer = NewConsumer(Options{})
 // NewConsumer returns the indexer as an app consumer: the event runner and
 // the search service, side by side.
 func NewConsumer(opts Options) app.Consumer {
+	writers := opts.Writers // 0: AGENTQ_INDEXER_WRITERS
 	opts = opts.withDefaults()
 	return app.Consumer{Name: opts.Consumer, Run: func(ctx context.Context, d *app.Deps) (err error) {
+		if writers == 0 {
+			opts.Writers = d.Config.IndexerWriters
+		}
 		if err := database.EnsureFence(ctx, d.Pool, opts.Consumer); err != nil {
 			if ctx.Err() != nil {
 				return nil // stopped while starting: not a failure

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sort"
+	"sync"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/jackc/pgx/v5"
@@ -42,11 +43,18 @@ type Options struct {
 	// are published, for every prompt id a batch gave a version or moved
 	// a label of (the search service's prompts.get cache).
 	PromptChanged func(tenant, id string)
+	// Writers is how many transactions apply one batch at once, each
+	// holding the events of its own prompt ids, tool names and read-model
+	// keys (AGENTQ_INDEXER_WRITERS). Default 1.
+	Writers int
 }
 
 func (o Options) withDefaults() Options {
 	if o.Consumer == "" {
 		o.Consumer = "indexer"
+	}
+	if o.Writers < 1 {
+		o.Writers = 1
 	}
 	return o
 }
@@ -80,9 +88,12 @@ func New(pool *pgxpool.Pool, out Sender, emb Embedders, opts Options, log zerolo
 }
 
 // Handle is the indexer's bus.BatchHandler. Embeddings are computed first,
-// outside any transaction; then one transaction claims the batch's events
-// in the inbox, applies the fresh ones in stream order and stores their
-// results in the outbox; the results are published after commit.
+// outside any transaction. Then the batch is split by what its events
+// write (a prompt id, a tool name, a read-model key: see writers.go) into
+// at most Options.Writers groups, applied at once, each in one
+// transaction that claims its events in the inbox, applies the fresh ones
+// in stream order and stores their results in the outbox. The results are
+// published after the commits.
 func (ix *Indexer) Handle(ctx context.Context, batch []*bus.Delivery) []error {
 	errs := make([]error, len(batch))
 	ops := make([]op, len(batch))
@@ -100,35 +111,31 @@ func (ix *Indexer) Handle(ctx context.Context, batch []*bus.Delivery) []error {
 	if len(valid) == 0 {
 		return errs
 	}
-	results, err := ix.apply(ctx, ops, valid)
-	var rb *rebuildingError
-	if errors.As(err, &rb) {
-		// Apply the others now; the rebuilt tenants' events wait.
-		wait := map[int]bool{}
-		for _, i := range rb.idx {
-			wait[i] = true
-			errs[i] = bus.Unavailable(fmt.Errorf("tenant %s is being rebuilt (agentq replay); its events wait until it completes", ops[i].d.Tenant))
+	groups := partition(ops, valid, ix.opts.Writers)
+	out := make([][]event.Event, len(groups))
+	if len(groups) == 1 {
+		out[0] = ix.applyGroup(ctx, ops, groups[0], errs)
+	} else {
+		// Each group writes errs at its own indexes only.
+		var wg sync.WaitGroup
+		for g, idx := range groups {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out[g] = ix.applyGroup(ctx, ops, idx, errs)
+			}()
 		}
-		rest := valid[:0:0]
-		for _, i := range valid {
-			if !wait[i] {
-				rest = append(rest, i)
-			}
-		}
-		if valid = rest; len(valid) == 0 {
-			return errs
-		}
-		results, err = ix.apply(ctx, ops, valid)
+		wg.Wait()
 	}
-	if err != nil {
-		err = database.Classify(err)
-		for _, i := range valid {
-			errs[i] = err
-		}
-		return errs
+	var results []event.Event
+	for _, r := range out {
+		results = append(results, r...)
 	}
 	if f := ix.opts.PromptChanged; f != nil {
 		for _, i := range valid {
+			if errs[i] != nil {
+				continue
+			}
 			switch o := ops[i]; o.kind {
 			case opPrompt:
 				f(o.d.Tenant, o.prompt.ID)
@@ -148,6 +155,40 @@ func (ix *Indexer) Handle(ctx context.Context, batch []*bus.Delivery) []error {
 		ix.log.Warn().Err(err).Msg("search statistics left in the log for the next batch")
 	}
 	return errs
+}
+
+// applyGroup applies the events of valid in one transaction and returns
+// their results; an event that could not be applied gets its error in
+// errs. Events of a tenant being rebuilt wait (an outage), the others are
+// applied without them.
+func (ix *Indexer) applyGroup(ctx context.Context, ops []op, valid []int, errs []error) []event.Event {
+	results, err := ix.apply(ctx, ops, valid)
+	var rb *rebuildingError
+	if errors.As(err, &rb) {
+		wait := map[int]bool{}
+		for _, i := range rb.idx {
+			wait[i] = true
+			errs[i] = bus.Unavailable(fmt.Errorf("tenant %s is being rebuilt (agentq replay); its events wait until it completes", ops[i].d.Tenant))
+		}
+		rest := valid[:0:0]
+		for _, i := range valid {
+			if !wait[i] {
+				rest = append(rest, i)
+			}
+		}
+		if valid = rest; len(valid) == 0 {
+			return nil
+		}
+		results, err = ix.apply(ctx, ops, valid)
+	}
+	if err != nil {
+		err = database.Classify(err)
+		for _, i := range valid {
+			errs[i] = err
+		}
+		return nil
+	}
+	return results
 }
 
 // embed computes the vectors of the prompts and tools in valid, one call
