@@ -444,7 +444,11 @@ func BenchIndexer(ctx context.Context, cfg config.Config, o IndexerBenchOptions,
 	c := newBenchCorpus(o)
 	res.PromptWords = c.meanWords()
 
-	b := &indexerBench{d: d, cfg: cfg, o: o, c: c, tenant: res.Tenant, say: say, pe: pe, te: te, res: &res, log: log}
+	lexical, err := search.New(d.Pool, search.Embedders{}, indexer.SearchOptions(cfg.Search), log)
+	if err != nil {
+		return res, err
+	}
+	b := &indexerBench{d: d, cfg: cfg, o: o, c: c, tenant: res.Tenant, say: say, pe: pe, te: te, res: &res, log: log, lexical: lexical}
 	if res.SearchOnly {
 		if err := b.existing(ctx); err != nil {
 			return res, err
@@ -483,8 +487,10 @@ type indexerBench struct {
 	say    func(string, ...any)
 	pe, te embed.Embedder
 	res    *IndexerBenchResult
-	stop   func() // stops the indexer copies
-	log    zerolog.Logger
+	// lexical gives the statement of search's full-text arm (an anchor).
+	lexical *search.Searcher
+	stop    func() // stops the indexer copies
+	log     zerolog.Logger
 }
 
 // --- phase 1: indexing ---
@@ -1117,8 +1123,7 @@ func (b *indexerBench) search(ctx context.Context) error {
 			}
 		}},
 		{"fulltext.prompts", func(n int) func(context.Context, int) error {
-			sql := fullTextSQL("prompts")
-			return func(ctx context.Context, i int) error { return b.bareFullText(ctx, sql, k.PromptK, pq[i%len(pq)]) }
+			return func(ctx context.Context, i int) error { return b.bareFullText(ctx, search.EvalPrompts, pq[i%len(pq)]) }
 		}},
 		{"search.tools", func(n int) func(context.Context, int) error {
 			reqs := gen(n, func(r *rand.Rand) any { return search.ToolsRequest{Query: b.c.toolQuery(r)} })
@@ -1133,8 +1138,7 @@ func (b *indexerBench) search(ctx context.Context) error {
 			}
 		}},
 		{"fulltext.tools", func(n int) func(context.Context, int) error {
-			sql := fullTextSQL("tools")
-			return func(ctx context.Context, i int) error { return b.bareFullText(ctx, sql, k.ToolK, tq[i%len(tq)]) }
+			return func(ctx context.Context, i int) error { return b.bareFullText(ctx, search.EvalTools, tq[i%len(tq)]) }
 		}},
 		{"get", func(n int) func(context.Context, int) error {
 			reqs := gen(n, func(r *rand.Rand) any { return search.GetRequest{ID: b.c.ids[r.IntN(len(b.c.ids))].id} })
@@ -1280,35 +1284,14 @@ func (b *indexerBench) bareKNN(ctx context.Context, sql string, iterative bool, 
 	})
 }
 
-// fullTextSQL is search's full-text arm alone (its default tuning: the
-// matches of every word and of any word, at most lexn of each, ordered by
-// the share of the query's words they hold, then ts_rank_cd), with the
-// tenant filter.
-func fullTextSQL(table string) string {
-	keys, keysA := "tenant_id, id, version", "a.tenant_id, a.id, a.version"
-	filter := `a.tenant_id IN ($1, '_global') AND a.current`
-	if table == "tools" {
-		keys, keysA = "tenant_id, name", "a.tenant_id, a.name"
-		filter = `a.tenant_id IN ($1, '_global') AND NOT EXISTS (SELECT 1 FROM index_tool_health h
-                    WHERE h.tenant_id IN ($1, a.tenant_id) AND h.tool_name = a.name
-                      AND h.quarantined AND (h.expires_at IS NULL OR h.expires_at > now()))`
+// bareFullText runs search's full-text arm alone (search.FullTextArm:
+// the statement search runs, in lexical mode) as search runs it.
+func (b *indexerBench) bareFullText(ctx context.Context, kind search.EvalKind, q string) error {
+	sql, args, err := b.lexical.FullTextArm(kind, b.tenant, q)
+	if err != nil {
+		return err
 	}
-	return fmt.Sprintf(`WITH lexq AS (SELECT websearch_to_tsquery('english', $2) AS andq,
-  replace(plainto_tsquery('english', $2)::text, ' & ', ' | ')::tsquery AS orq,
-  tsvector_to_array(to_tsvector('english', $2)) AS lx),
-lexm AS ((SELECT %[2]s FROM %[3]s a, lexq WHERE a.search_text @@ lexq.andq AND %[4]s LIMIT $4)
-  UNION
-  (SELECT %[2]s FROM %[3]s a, lexq WHERE a.search_text @@ lexq.orq AND %[4]s LIMIT $4))
-SELECT * FROM (
-  SELECT c.*, row_number() OVER (ORDER BY c.cov DESC, c.lrank DESC, %[1]s) AS r FROM (
-    SELECT %[2]s, ts_rank_cd(a.search_text, lexq.orq, 0) + (a.search_text @@ lexq.andq)::int AS lrank,
-      (length(a.search_text) - length(ts_delete(a.search_text, lexq.lx)))::float8 / greatest(cardinality(lexq.lx), 1) AS cov
-    FROM lexm m JOIN %[3]s a USING (%[1]s) CROSS JOIN lexq) c) d
-WHERE d.r <= $3`, keys, keysA, table, filter)
-}
-
-func (b *indexerBench) bareFullText(ctx context.Context, sql string, k int, q string) error {
-	return drain(b.d.Pool.Query(ctx, sql, pgx.QueryExecModeExec, b.tenant, q, k, b.res.LexicalCandidates))
+	return drain(b.d.Pool.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...))
 }
 
 func drain(rows pgx.Rows, err error) error {

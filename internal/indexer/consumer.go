@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/database"
 	"github.com/agentq/agentq/internal/outbox"
 	"github.com/agentq/agentq/internal/replay"
@@ -101,13 +102,7 @@ func serveSearch(ctx context.Context, d *app.Deps, emb Embedders) (*search.Searc
 		go ensureIndexesLater(ctx, d, semb)
 	}
 	c := d.Config.Search
-	s, err := search.New(d.Pool, semb, search.Options{
-		PromptK: c.PromptK, PromptLimit: c.PromptLimit, ToolK: c.ToolK, ToolLimit: c.ToolLimit,
-		PromptWeights: weights(c.PromptWeights), ToolWeights: weights(c.ToolWeights),
-		HalfLife: c.HalfLife, EFSearch: c.EFSearch, LexicalCandidates: c.LexicalCandidates,
-		NeutralQuality: c.NeutralQuality, EmbedTimeout: c.EmbedTimeout, CacheSize: c.CacheSize,
-		GetCacheSize: c.GetCacheSize, GetCacheTTL: c.GetCacheTTL,
-	}, d.Log)
+	s, err := search.New(d.Pool, semb, SearchOptions(c), d.Log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -153,4 +148,15 @@ func ensureIndexesLater(ctx context.Context, d *app.Deps, semb search.Embedders)
 
 func weights(w [4]float64) search.Weights {
 	return search.Weights{Similarity: w[0], Quality: w[1], Recency: w[2], Usage: w[3]}
+}
+
+// SearchOptions are the search service's options for the configuration c.
+func SearchOptions(c config.Search) search.Options {
+	return search.Options{
+		PromptK: c.PromptK, PromptLimit: c.PromptLimit, ToolK: c.ToolK, ToolLimit: c.ToolLimit,
+		PromptWeights: weights(c.PromptWeights), ToolWeights: weights(c.ToolWeights),
+		HalfLife: c.HalfLife, EFSearch: c.EFSearch, LexicalCandidates: c.LexicalCandidates,
+		NeutralQuality: c.NeutralQuality, EmbedTimeout: c.EmbedTimeout, CacheSize: c.CacheSize,
+		GetCacheSize: c.GetCacheSize, GetCacheTTL: c.GetCacheTTL,
+	}
 }

@@ -368,3 +368,27 @@ func recency(at, now time.Time, halfLife time.Duration) float64 {
 	}
 	return pow2(-float64(age) / float64(halfLife))
 }
+
+// FullTextArm returns the full-text arm of a search of kind for query
+// alone, as Prompts and Tools run it for a request with no filter but the
+// tenant's (tenant and _global; served prompt versions; tools not
+// quarantined), with its arguments: the arm's rows, best first, at most
+// the candidates search retrieves. agentq bench indexer measures it as the
+// arm's anchor; it runs the same SQL search runs, not a copy of it.
+func (s *Searcher) FullTextArm(kind EvalKind, tenant, query string) (string, []any, error) {
+	k, tune, kd := s.opts.PromptK, s.promptTune, promptKind
+	filter := `a.tenant_id IN ({tenant}, '_global') AND a.current`
+	if kind == EvalTools {
+		k, tune, kd = s.opts.ToolK, s.toolTune, toolKind
+		filter = `a.tenant_id IN ({tenant}, '_global')
+    AND NOT EXISTS (SELECT 1 FROM index_tool_health h
+                    WHERE h.tenant_id IN ({tenant}, a.tenant_id) AND h.tool_name = a.name
+                      AND h.quarantined AND (h.expires_at IS NULL OR h.expires_at > now()))`
+	}
+	ctes, err := tune.retrievalSQL(kd, Lexical, filter, "", 0)
+	if err != nil {
+		return "", nil, err
+	}
+	sql, args := bind(ctes+"\nSELECT * FROM fused", map[string]any{"tenant": tenant, "query": query, "k": k, "lexn": s.opts.LexicalCandidates})
+	return sql, args, nil
+}
