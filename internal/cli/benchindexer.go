@@ -217,10 +217,22 @@ type IndexerBenchResult struct {
 	PromptWords       float64         `json:"prompt_words_mean"`
 	Indexing          IndexingFigures `json:"indexing"`
 	Search            []SearchFigures `json:"search"`
-	HotIDs            int             `json:"hot_ids"`
-	Copies            int             `json:"indexer_copies"`
-	Writers           int             `json:"indexer_writers"`
-	SearchOnly        bool            `json:"search_only"`
+	// Recall is the kNN arm's recall@K against an exact scan, over the
+	// bench's query vectors: what the HNSW index (ef_search, iterative
+	// scan, the partial index) loses.
+	Recall     KNNRecall `json:"knn_recall"`
+	HotIDs     int       `json:"hot_ids"`
+	Copies     int       `json:"indexer_copies"`
+	Writers    int       `json:"indexer_writers"`
+	SearchOnly bool      `json:"search_only"`
+}
+
+// KNNRecall is the mean share of the exact K nearest rows the kNN
+// statement returns, per kind.
+type KNNRecall struct {
+	Queries int     `json:"queries"`
+	Prompts float64 `json:"prompts"`
+	Tools   float64 `json:"tools"`
 }
 
 // benchHotIDs is how many prompt ids the hot prompts.get measurement asks
@@ -336,6 +348,8 @@ func printIndexerBench(w io.Writer, r IndexerBenchResult) {
 		fmt.Fprintf(w, "  %-4d searches with no result: prompts %d, tools %d; answered degraded: prompts %d, tools %d\n",
 			s.Concurrency, s.EmptyPrompts, s.EmptyTools, s.DegradedPrompts, s.DegradedTools)
 	}
+	fmt.Fprintf(w, "  kNN recall@K against an exact scan (%d queries each): prompts@%d %.3f, tools@%d %.3f\n",
+		r.Recall.Queries, r.PromptK, r.Recall.Prompts, r.ToolK, r.Recall.Tools)
 	fmt.Fprintf(w, "\ntargets (issue 8): search p99 ≤ 10 ms, prompts.get p99 ≤ 2 ms, indexing ≥ 1,000 prompts/s\n")
 	if !r.SearchOnly {
 		fmt.Fprintf(w, "  indexing %.0f prompts/s: %s\n", ix.Prompts, verdict(ix.Prompts >= 1000))
@@ -614,13 +628,22 @@ func (b *indexerBench) indexing(ctx context.Context) error {
 	}
 	rc.mu.Lock()
 	ix := &b.res.Indexing
-	ix.Prompts = float64(b.o.Prompts) / rc.promptsAt.Sub(ready).Seconds()
+	// A copy may drain a tiny backlog before the probe sees any copy
+	// serving: then only the time from the first publish means anything.
+	drain := rc.promptsAt.Sub(ready)
+	if drain <= 0 {
+		drain = rc.promptsAt.Sub(start)
+	}
+	ix.Prompts = float64(b.o.Prompts) / drain.Seconds()
 	ix.PromptsWall = float64(b.o.Prompts) / rc.promptsAt.Sub(start).Seconds()
 	// Tools follow prompts in the stream; in a run so small that both
 	// share one batch, the tools' time is the whole drain.
 	toolsTime := rc.toolsAt.Sub(rc.promptsAt)
 	if toolsTime <= 0 {
 		toolsTime = rc.toolsAt.Sub(ready)
+	}
+	if toolsTime <= 0 {
+		toolsTime = rc.toolsAt.Sub(start)
 	}
 	ix.Tools = float64(b.o.Tools) / toolsTime.Seconds()
 	ix.Rejected = rc.rejected
@@ -1049,6 +1072,9 @@ func (b *indexerBench) search(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := b.recall(ctx, iterative, pv, tv); err != nil {
+		return fmt.Errorf("kNN recall: %w", err)
+	}
 	// The anchor of prompts.get: a responder with no work to do, replying
 	// with a body of a prompts.get reply's size.
 	echoConn, err := nats.Connect(b.cfg.NATSURL, nats.Name("agentq-bench-indexer-echo"))
@@ -1282,6 +1308,84 @@ func (b *indexerBench) bareKNN(ctx context.Context, sql string, iterative bool, 
 		}
 		return drain(tx.Query(ctx, sql, pgx.QueryExecModeExec, b.tenant, v, k))
 	})
+}
+
+// recallQueries bounds the queries recall is measured over: each also
+// runs an exact scan of every served row.
+const recallQueries = 200
+
+// recall measures the kNN statement's recall@K against the same statement
+// with index scans disabled (an exact scan and sort), over the first
+// query vectors of each kind.
+func (b *indexerBench) recall(ctx context.Context, iterative bool, pv, tv []pgvector.Vector) error {
+	n := min(recallQueries, len(pv), len(tv))
+	b.say("kNN recall@K against exact scans, %d queries of each kind", n)
+	one := func(table string, k int, vs []pgvector.Vector) (float64, error) {
+		if len(vs) == 0 {
+			return 0, nil
+		}
+		sql := b.knnSQL(table, vs[0])
+		total := 0.0
+		for _, v := range vs[:n] {
+			approx, err := b.knnKeys(ctx, sql, iterative, k, v, false)
+			if err != nil {
+				return 0, err
+			}
+			exact, err := b.knnKeys(ctx, sql, iterative, k, v, true)
+			if err != nil {
+				return 0, err
+			}
+			if len(exact) == 0 {
+				total++
+				continue
+			}
+			hit := 0
+			for key := range exact {
+				if approx[key] {
+					hit++
+				}
+			}
+			total += float64(hit) / float64(len(exact))
+		}
+		return total / float64(n), nil
+	}
+	var err error
+	b.res.Recall.Queries = n
+	if b.res.Recall.Prompts, err = one("prompts", b.res.PromptK, pv); err != nil {
+		return err
+	}
+	b.res.Recall.Tools, err = one("tools", b.res.ToolK, tv)
+	return err
+}
+
+// knnKeys returns the keys the kNN statement returns, as bareKNN runs it,
+// or with index scans off: the exact answer.
+func (b *indexerBench) knnKeys(ctx context.Context, sql string, iterative bool, k int, v pgvector.Vector, exact bool) (map[string]bool, error) {
+	keys := map[string]bool{}
+	ef := strconv.Itoa(max(b.res.EFSearch, k))
+	err := pgx.BeginTxFunc(ctx, b.d.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		set := `SELECT set_config('hnsw.ef_search', $1, true), set_config('enable_indexscan', $2, true)`
+		if iterative {
+			set += `, set_config('hnsw.iterative_scan', 'relaxed_order', true)`
+		}
+		if _, err := tx.Exec(ctx, set, ef, strconv.FormatBool(!exact)); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, sql, pgx.QueryExecModeExec, b.tenant, v, k)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			vals, err := rows.Values()
+			if err != nil {
+				return err
+			}
+			keys[fmt.Sprintf("%#v", vals[:len(vals)-1])] = true // every column but the distance
+		}
+		return rows.Err()
+	})
+	return keys, err
 }
 
 // bareFullText runs search's full-text arm alone (search.FullTextArm:

@@ -49,6 +49,9 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 	require.False(t, res.SearchOnly)
 	require.Equal(t, 1, res.Copies)
 	require.Equal(t, 2, res.Writers, "AGENTQ_INDEXER_WRITERS' default")
+	// 20 served prompts and 25 tools: HNSW with ef_search 64 finds them
+	// all, so the kNN statement equals the exact scan.
+	require.Equal(t, cli.KNNRecall{Queries: 12, Prompts: 1, Tools: 1}, res.Recall)
 
 	ix := res.Indexing
 	for name, rate := range map[string]float64{
@@ -97,10 +100,13 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 		"2    search.prompts (NATS)", "2      bare SQL kNN, prompts", "2      bare full-text arm, prompts",
 		"2    search.tools (NATS)", "2      bare SQL kNN, tools", "2      bare full-text arm, tools",
 		"2    prompts.get (NATS)", "2    prompts.get with params (NATS)", "2    prompts.get, 4 hot ids (NATS)", "2      bare NATS request/reply, same size", "2    search / bare kNN: prompts p50",
-		"indexing ", "concurrency 2: search.prompts p99", "batch 500, indexer copies 2 of 2 writers each", "rejected: 0",
+		"indexing ", "concurrency 2: search.prompts p99", "kNN recall@K against an exact scan (", "prompts@20 1.000, tools@30 1.000", "batch 500, indexer copies 2 of 2 writers each", "rejected: 0",
 	} {
 		require.Contains(t, out, want)
 	}
+	// A copy may drain the tiny backlog before the other is seen serving:
+	// no rate may come out negative (it once did).
+	require.NotRegexp(t, `-[0-9]+ /s`, out)
 
 	// Search alone, on the first run's tenant: nothing is indexed again.
 	code, out, errOut = run(ctx, env, "", append(args, "--allow-pglite", "--json", "--search-only", res.Tenant)...)
