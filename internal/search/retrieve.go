@@ -134,7 +134,9 @@ func (t tuning) retrievalSQL(k kind, mode Mode, filter, model string, dim int) (
       UNION ALL
       SELECT g.sign, g.sign * g.length FROM search_stats_log g WHERE g.tenant_id IN ({tenant}, '_global') AND g.kind = '%[1]s') u) v)`, k.stats),
 			// upto: the summed document frequencies of this lexeme and
-			// the rarer ones; rn: its place, rarest first.
+			// the rarer ones; rn: its place, rarest first. OFFSET 0 keeps
+			// the subquery whole, so each df is looked up once, not once
+			// per window and sort key that uses it.
 			fmt.Sprintf(`lext AS (
   SELECT t.lexeme, t.df, ln(1 + (greatest(s.n - t.df, 0) + 0.5) / (t.df + 0.5)) AS idf,
     sum(t.df) OVER (ORDER BY t.df, t.lexeme ROWS UNBOUNDED PRECEDING) AS upto,
