@@ -1297,16 +1297,28 @@ ORDER BY %s LIMIT $3`, keys, dist, table, strings.ReplaceAll(model, "'", "''"), 
 // (a custom plan), in a read-only transaction with SET LOCAL ef_search
 // (and iterative scan on pgvector 0.8+).
 func (b *indexerBench) bareKNN(ctx context.Context, sql string, iterative bool, k int, v pgvector.Vector) error {
+	return b.knnTx(ctx, iterative, k, false, func(tx pgx.Tx) error {
+		return drain(tx.Query(ctx, sql, pgx.QueryExecModeExec, b.tenant, v, k))
+	})
+}
+
+// knnTx runs f in a read-only transaction with the HNSW settings search
+// uses for k candidates, and with index scans off when exact (the kNN
+// statement then scans and sorts every served row).
+func (b *indexerBench) knnTx(ctx context.Context, iterative bool, k int, exact bool, f func(pgx.Tx) error) error {
 	ef := strconv.Itoa(max(b.res.EFSearch, k))
 	return pgx.BeginTxFunc(ctx, b.d.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		set := `SELECT set_config('hnsw.ef_search', $1, true)`
 		if iterative {
 			set += `, set_config('hnsw.iterative_scan', 'relaxed_order', true)`
 		}
+		if exact {
+			set += `, set_config('enable_indexscan', 'off', true)`
+		}
 		if _, err := tx.Exec(ctx, set, ef); err != nil {
 			return err
 		}
-		return drain(tx.Query(ctx, sql, pgx.QueryExecModeExec, b.tenant, v, k))
+		return f(tx)
 	})
 }
 
@@ -1321,7 +1333,7 @@ func (b *indexerBench) recall(ctx context.Context, iterative bool, pv, tv []pgve
 	n := min(recallQueries, len(pv), len(tv))
 	b.say("kNN recall@K against exact scans, %d queries of each kind", n)
 	one := func(table string, k int, vs []pgvector.Vector) (float64, error) {
-		if len(vs) == 0 {
+		if n == 0 {
 			return 0, nil
 		}
 		sql := b.knnSQL(table, vs[0])
@@ -1362,15 +1374,7 @@ func (b *indexerBench) recall(ctx context.Context, iterative bool, pv, tv []pgve
 // or with index scans off: the exact answer.
 func (b *indexerBench) knnKeys(ctx context.Context, sql string, iterative bool, k int, v pgvector.Vector, exact bool) (map[string]bool, error) {
 	keys := map[string]bool{}
-	ef := strconv.Itoa(max(b.res.EFSearch, k))
-	err := pgx.BeginTxFunc(ctx, b.d.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		set := `SELECT set_config('hnsw.ef_search', $1, true), set_config('enable_indexscan', $2, true)`
-		if iterative {
-			set += `, set_config('hnsw.iterative_scan', 'relaxed_order', true)`
-		}
-		if _, err := tx.Exec(ctx, set, ef, strconv.FormatBool(!exact)); err != nil {
-			return err
-		}
+	err := b.knnTx(ctx, iterative, k, exact, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, sql, pgx.QueryExecModeExec, b.tenant, v, k)
 		if err != nil {
 			return err
