@@ -1395,11 +1395,8 @@ func (b *indexerBench) knnKeys(ctx context.Context, sql string, iterative bool, 
 // bareFullText runs search's full-text arm alone (search.FullTextArm:
 // the statement search runs, in lexical mode) as search runs it.
 func (b *indexerBench) bareFullText(ctx context.Context, kind search.EvalKind, q string) error {
-	sql, args, err := b.lexical.FullTextArm(kind, b.tenant, q)
-	if err != nil {
-		return err
-	}
-	return drain(b.d.Pool.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...))
+	_, err := b.lexical.FullTextArm(ctx, kind, b.tenant, q)
+	return err
 }
 
 func drain(rows pgx.Rows, err error) error {

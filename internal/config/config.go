@@ -51,6 +51,7 @@ type Search struct {
 	GetCacheTTL          time.Duration // longest a prompts.get answer is kept
 	Concurrency          int           // requests served at once per endpoint and copy
 	Timeout              time.Duration // longest a request may take
+	Prepared             int           // search statements kept prepared per database connection
 }
 
 // Config is the whole configuration of an agentq binary.
@@ -151,6 +152,7 @@ var Vars = []Var{
 	{"AGENTQ_SEARCH_GET_CACHE_TTL", "10s", "longest a `prompts.get` answer is kept"},
 	{"AGENTQ_SEARCH_CONCURRENCY", "16", "search requests served at once per endpoint by each indexer copy"},
 	{"AGENTQ_SEARCH_TIMEOUT", "2s", "longest a search or prompts.get request may take before it is answered with a timeout error"},
+	{"AGENTQ_SEARCH_PREPARED", "32", "search statements each database connection keeps prepared with a generic plan (one per tenant and request shape, ~0.65 MB of Postgres memory each for prompts); the least recently used is deallocated"},
 }
 
 // Load reads the configuration through getenv (os.Getenv in main) and
@@ -258,6 +260,7 @@ func Load(getenv func(string) string) (Config, error) {
 			EmbedTimeout: dur("AGENTQ_SEARCH_EMBED_TIMEOUT"), CacheSize: num("AGENTQ_SEARCH_CACHE_SIZE"),
 			GetCacheSize: num("AGENTQ_SEARCH_GET_CACHE_SIZE"), GetCacheTTL: dur("AGENTQ_SEARCH_GET_CACHE_TTL"),
 			Concurrency: num("AGENTQ_SEARCH_CONCURRENCY"), Timeout: dur("AGENTQ_SEARCH_TIMEOUT"),
+			Prepared: num("AGENTQ_SEARCH_PREPARED"),
 		},
 		Rater: Rater{
 			Timeout: dur("AGENTQ_RATER_TIMEOUT"), Concurrency: num("AGENTQ_RATER_CONCURRENCY"),
@@ -342,6 +345,7 @@ func (c Config) Validate() error {
 	check(c.Search.Concurrency >= 1 && c.Search.Concurrency <= 1024, "AGENTQ_SEARCH_CONCURRENCY %d: want 1..1024", c.Search.Concurrency)
 	check(c.Search.Timeout > 0, "AGENTQ_SEARCH_TIMEOUT must be positive")
 	check(c.Search.GetCacheTTL > 0, "AGENTQ_SEARCH_GET_CACHE_TTL must be positive")
+	check(c.Search.Prepared >= 1 && c.Search.Prepared <= 10000, "AGENTQ_SEARCH_PREPARED %d: want 1..10000", c.Search.Prepared)
 	check(c.DevDBStartTimeout > 0, "AGENTQ_DEVDB_START_TIMEOUT must be positive")
 	check(c.InboxRetention >= 0, "AGENTQ_INBOX_RETENTION must not be negative")
 	check(c.IndexerWriters >= 1 && c.IndexerWriters <= 64, "AGENTQ_INDEXER_WRITERS %d: want 1..64", c.IndexerWriters)

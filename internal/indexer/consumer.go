@@ -157,6 +157,6 @@ func SearchOptions(c config.Search) search.Options {
 		PromptWeights: weights(c.PromptWeights), ToolWeights: weights(c.ToolWeights),
 		HalfLife: c.HalfLife, EFSearch: c.EFSearch, LexicalCandidates: c.LexicalCandidates,
 		NeutralQuality: c.NeutralQuality, EmbedTimeout: c.EmbedTimeout, CacheSize: c.CacheSize,
-		GetCacheSize: c.GetCacheSize, GetCacheTTL: c.GetCacheTTL,
+		GetCacheSize: c.GetCacheSize, GetCacheTTL: c.GetCacheTTL, Prepared: c.Prepared,
 	}
 }

@@ -34,6 +34,13 @@ type PromptsResponse struct {
 	RenderErrors []RenderError `json:"render_errors,omitempty"`
 }
 
+// promptFilter is the arms' condition on a prompt version before any
+// request filter: the tenant's and _global's, and the version a consumer
+// gets (labelled production, else the latest), kept by the indexer in
+// prompts.current: the HNSW index is partial on it, so kNN walks only
+// served versions (migration 00009).
+const promptFilter = `a.tenant_id IN ({tenant}, '_global') AND a.current`
+
 // PromptResult is one prompt version found.
 type PromptResult struct {
 	Prompt     library.Prompt `json:"prompt"`
@@ -74,8 +81,12 @@ func (s *Searcher) Prompts(ctx context.Context, tenant string, req PromptsReques
 	k := max(s.opts.PromptK, limit)
 	p := s.plan(ctx, s.emb.Prompts, q)
 
-	filter := `a.tenant_id IN ({tenant}, '_global')`
-	named := map[string]any{"tenant": tenant, "query": q, "k": k, "lexn": s.opts.LexicalCandidates}
+	lit, err := tenantLiteral(tenant)
+	if err != nil {
+		return PromptsResponse{}, err
+	}
+	filter := promptFilter
+	named := map[string]any{"tenant": lit, "query": q, "k": k, "lexn": s.opts.LexicalCandidates}
 	if req.Type != "" {
 		filter += ` AND a.type = {type}`
 		named["type"] = req.Type
@@ -84,10 +95,6 @@ func (s *Searcher) Prompts(ctx context.Context, tenant string, req PromptsReques
 		filter += ` AND a.tags @> {tags}::text[]`
 		named["tags"] = req.Tags
 	}
-	// The version a consumer gets (labelled production, else the latest),
-	// kept by the indexer in prompts.current: the HNSW index is partial
-	// on it, so kNN walks only served versions (migration 00009).
-	filter += ` AND a.current`
 	if p.mode != Lexical {
 		named["vec"] = p.vector()
 	}

@@ -213,18 +213,26 @@ func (t tuning) maxRRF(mode Mode) float64 {
 var placeholder = regexp.MustCompile(`\{[a-z]+\}`)
 
 // bind turns {name} placeholders into $n, each name once, and returns the
-// SQL and its arguments. A placeholder without a value is a bug.
+// SQL and its arguments, except for values the planner should see (see
+// statements.go): an int is written as a number and an sqlLiteral as it
+// is. A placeholder without a value is a bug.
 func bind(sql string, named map[string]any) (string, []any) {
 	pos := map[string]int{}
 	var args []any
 	out := placeholder.ReplaceAllStringFunc(sql, func(m string) string {
 		name := m[1 : len(m)-1]
+		v, has := named[name]
+		if !has {
+			panic("search: no value for " + m)
+		}
+		switch v := v.(type) {
+		case int:
+			return strconv.Itoa(v)
+		case sqlLiteral:
+			return string(v)
+		}
 		n, ok := pos[name]
 		if !ok {
-			v, has := named[name]
-			if !has {
-				panic("search: no value for " + m)
-			}
 			args = append(args, v)
 			n = len(args)
 			pos[name] = n
@@ -232,6 +240,15 @@ func bind(sql string, named map[string]any) (string, []any) {
 		return "$" + strconv.Itoa(n)
 	})
 	return out, args
+}
+
+// sqlLiteral is a value quoted as an SQL literal, which bind inlines.
+type sqlLiteral string
+
+// tenantLiteral is tenant as an SQL literal.
+func tenantLiteral(tenant string) (sqlLiteral, error) {
+	l, err := literal(tenant)
+	return sqlLiteral(l), err
 }
 
 // plan is how one search retrieves: the mode, and the query vector when
@@ -291,18 +308,60 @@ func (s *Searcher) plan(ctx context.Context, e embed.Embedder, query string) pla
 	return plan{mode: want, model: model, vec: vecs[0]}
 }
 
-// query runs a search statement: in a read-only transaction with the HNSW
-// settings when the vector arm runs, else alone. scan reads each row.
+// query runs a search statement, as a prepared statement of the
+// connection with a generic plan (see statements.go), in one round trip
+// with the settings it runs under: the plan cache mode and, when the
+// vector arm runs, hnsw.ef_search (at least k) and hnsw.iterative_scan.
+// A batch runs in one implicit transaction, so the settings are the
+// statement's alone and the pool's other users never see them. scan
+// reads each row.
 func (s *Searcher) query(ctx context.Context, p plan, k int, sql string, args []any, scan func(pgx.Rows) error) error {
-	run := func(q interface {
-		Query(context.Context, string, ...any) (pgx.Rows, error)
-	}) error {
-		// Exec mode: an unnamed statement planned with this request's
-		// values. A prepared statement turns to a generic plan after five
-		// runs, which cannot see the query vector and sorts the whole
-		// table by distance instead of walking the HNSW graph (measured:
-		// 3 ms → 65 ms on 10,000 prompts).
-		rows, err := q.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
+	settings := []any{"plan_cache_mode", "force_generic_plan"}
+	if p.mode != Lexical {
+		iterative, err := s.pgv.iterativeScan(ctx, s.pool)
+		if err != nil {
+			return database.Classify(err)
+		}
+		settings = append(settings, "hnsw.ef_search", strconv.Itoa(max(s.opts.EFSearch, k)))
+		if iterative {
+			// Filtered kNN: keep scanning the graph until K rows pass the
+			// filters (pgvector 0.8+).
+			settings = append(settings, "hnsw.iterative_scan", "relaxed_order")
+		}
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return database.Classify(err)
+	}
+	defer conn.Release()
+	st, err := connStatements(conn.Conn(), s.opts.Prepared)
+	if err != nil {
+		return err
+	}
+	name, err := st.prepare(ctx, conn.Conn(), sql)
+	if err != nil {
+		return database.Classify(err)
+	}
+	b := &pgx.Batch{}
+	b.Queue(settingsSQL(len(settings)/2), settings...)
+	b.Queue(name, args...)
+	err = runBatch(conn.SendBatch(ctx, b), scan)
+	if err != nil {
+		if ferr := st.forget(ctx, conn.Conn(), name, err); ferr != nil {
+			s.log.Warn().Err(ferr).Str("statement", name).Msg("cannot deallocate a failed search statement")
+		}
+	}
+	return database.Classify(err)
+}
+
+// runBatch reads a batch of the settings and one statement, scanning the
+// statement's rows, and closes it.
+func runBatch(br pgx.BatchResults, scan func(pgx.Rows) error) error {
+	run := func() error {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		rows, err := br.Query()
 		if err != nil {
 			return err
 		}
@@ -314,53 +373,12 @@ func (s *Searcher) query(ctx context.Context, p plan, k int, sql string, args []
 		}
 		return rows.Err()
 	}
-	if p.mode == Lexical {
-		return database.Classify(run(s.pool))
+	err := run()
+	if cerr := br.Close(); err == nil {
+		err = cerr
 	}
-	iterative, err := s.pgv.iterativeScan(ctx, s.pool)
-	if err != nil {
-		return database.Classify(err)
-	}
-	ef := strconv.Itoa(max(s.opts.EFSearch, k))
-	set := `SELECT set_config('hnsw.ef_search', $1, %[1]t)`
-	if iterative {
-		// Filtered kNN: keep scanning the graph until K rows pass the
-		// filters (pgvector 0.8+).
-		set += `, set_config('hnsw.iterative_scan', 'relaxed_order', %[1]t)`
-	}
-	if k <= s.opts.EFSearch {
-		// The usual case: the connection keeps the settings for its
-		// session (they only steer HNSW scans, so the pool's other users
-		// do not mind), and the search is one round trip instead of
-		// BEGIN, SET LOCAL, the query and COMMIT (four).
-		conn, err := s.pool.Acquire(ctx)
-		if err != nil {
-			return database.Classify(err)
-		}
-		defer conn.Release()
-		data := conn.Conn().PgConn().CustomData()
-		if data[sessionKey] != ef {
-			if _, err := conn.Exec(ctx, fmt.Sprintf(set, false), ef); err != nil {
-				return database.Classify(err)
-			}
-			data[sessionKey] = ef
-		}
-		return database.Classify(run(conn))
-	}
-	// A request for more than ef_search candidates: raise it for this
-	// transaction alone.
-	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, fmt.Sprintf(set, true), ef); err != nil {
-			return err
-		}
-		return run(tx)
-	})
-	return database.Classify(err)
+	return err
 }
-
-// sessionKey marks, in a connection's custom data, the hnsw.ef_search its
-// session was given by query.
-const sessionKey = "agentq.search.ef_search"
 
 // vector returns p's query vector as a statement argument.
 func (p plan) vector() pgvector.Vector { return pgvector.NewVector(p.vec) }
@@ -374,26 +392,27 @@ func recency(at, now time.Time, halfLife time.Duration) float64 {
 	return pow2(-float64(age) / float64(halfLife))
 }
 
-// FullTextArm returns the full-text arm of a search of kind for query
-// alone, as Prompts and Tools run it for a request with no filter but the
+// FullTextArm runs the full-text arm of a search of kind for query alone,
+// as Prompts and Tools run it for a request with no filter but the
 // tenant's (tenant and _global; served prompt versions; tools not
-// quarantined), with its arguments: the arm's rows, best first, at most
-// the candidates search retrieves. agentq bench indexer measures it as the
-// arm's anchor; it runs the same SQL search runs, not a copy of it.
-func (s *Searcher) FullTextArm(kind EvalKind, tenant, query string) (string, []any, error) {
-	k, tune, kd := s.opts.PromptK, s.promptTune, promptKind
-	filter := `a.tenant_id IN ({tenant}, '_global') AND a.current`
+// quarantined), and returns how many rows it gave: at most the candidates
+// search retrieves. agentq bench indexer measures it as the arm's anchor;
+// it runs the SQL search runs, the way search runs it, not a copy.
+func (s *Searcher) FullTextArm(ctx context.Context, kind EvalKind, tenant, query string) (int, error) {
+	k, tune, kd, filter := s.opts.PromptK, s.promptTune, promptKind, promptFilter
 	if kind == EvalTools {
-		k, tune, kd = s.opts.ToolK, s.toolTune, toolKind
-		filter = `a.tenant_id IN ({tenant}, '_global')
-    AND NOT EXISTS (SELECT 1 FROM index_tool_health h
-                    WHERE h.tenant_id IN ({tenant}, a.tenant_id) AND h.tool_name = a.name
-                      AND h.quarantined AND (h.expires_at IS NULL OR h.expires_at > now()))`
+		k, tune, kd, filter = s.opts.ToolK, s.toolTune, toolKind, toolFilter
+	}
+	lit, err := tenantLiteral(tenant)
+	if err != nil {
+		return 0, err
 	}
 	ctes, err := tune.retrievalSQL(kd, Lexical, filter, "", 0)
 	if err != nil {
-		return "", nil, err
+		return 0, err
 	}
-	sql, args := bind(ctes+"\nSELECT * FROM fused", map[string]any{"tenant": tenant, "query": query, "k": k, "lexn": s.opts.LexicalCandidates})
-	return sql, args, nil
+	sql, args := bind(ctes+"\nSELECT * FROM fused", map[string]any{"tenant": lit, "query": query, "k": k, "lexn": s.opts.LexicalCandidates})
+	n := 0
+	err = s.query(ctx, plan{mode: Lexical}, k, sql, args, func(pgx.Rows) error { n++; return nil })
+	return n, err
 }

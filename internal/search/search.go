@@ -83,6 +83,7 @@ const (
 	DefaultCacheSize         = 1024
 	DefaultGetCacheSize      = 4096
 	DefaultGetCacheTTL       = 10 * time.Second
+	DefaultPrepared          = 32
 )
 
 // DefaultPromptWeights and DefaultToolWeights are seed 000's and seed
@@ -129,6 +130,12 @@ type Options struct {
 	// long one is kept when no change to its prompt is heard.
 	GetCacheSize int
 	GetCacheTTL  time.Duration
+	// Prepared is how many search statements each database connection
+	// keeps prepared with a generic plan (see statements.go); the least
+	// recently used is deallocated. A statement is per tenant and request
+	// shape, and a prompt search's plan holds ~0.65 MB of its backend's
+	// memory.
+	Prepared int
 }
 
 func (o *Options) defaults() error {
@@ -145,6 +152,7 @@ func (o *Options) defaults() error {
 	def(&o.LexicalCandidates, DefaultLexicalCandidates)
 	def(&o.CacheSize, DefaultCacheSize)
 	def(&o.GetCacheSize, DefaultGetCacheSize)
+	def(&o.Prepared, DefaultPrepared)
 	if o.GetCacheTTL == 0 {
 		o.GetCacheTTL = DefaultGetCacheTTL
 	}
@@ -171,6 +179,7 @@ func (o *Options) defaults() error {
 		{"PromptK", o.PromptK, 1000}, {"ToolK", o.ToolK, 1000},
 		{"PromptLimit", o.PromptLimit, MaxPromptLimit}, {"ToolLimit", o.ToolLimit, MaxToolLimit},
 		{"EFSearch", o.EFSearch, 1000}, {"LexicalCandidates", o.LexicalCandidates, 100000},
+		{"Prepared", o.Prepared, 10000},
 	} {
 		if c.v < 1 || c.v > c.most {
 			errs = append(errs, fmt.Errorf("search: %s %d is out of range 1..%d", c.name, c.v, c.most))

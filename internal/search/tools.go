@@ -37,6 +37,13 @@ type ToolResult struct {
 	Components Components `json:"components"`
 }
 
+// toolFilter is the arms' condition on a tool before any request
+// filter: the tenant's and _global's, not quarantined.
+const toolFilter = `a.tenant_id IN ({tenant}, '_global')
+    AND NOT EXISTS (SELECT 1 FROM index_tool_health h
+                    WHERE h.tenant_id IN ({tenant}, a.tenant_id) AND h.tool_name = a.name
+                      AND h.quarantined AND (h.expires_at IS NULL OR h.expires_at > now()))`
+
 // Tool is a tool's current definition with its health from the read
 // model.
 type Tool struct {
@@ -80,11 +87,12 @@ func (s *Searcher) Tools(ctx context.Context, tenant string, req ToolsRequest) (
 	k := max(s.opts.ToolK, limit)
 	p := s.plan(ctx, s.emb.Tools, q)
 
-	named := map[string]any{"tenant": tenant, "query": q, "k": k, "lexn": s.opts.LexicalCandidates}
-	filter := `a.tenant_id IN ({tenant}, '_global')
-    AND NOT EXISTS (SELECT 1 FROM index_tool_health h
-                    WHERE h.tenant_id IN ({tenant}, a.tenant_id) AND h.tool_name = a.name
-                      AND h.quarantined AND (h.expires_at IS NULL OR h.expires_at > now()))`
+	lit, err := tenantLiteral(tenant)
+	if err != nil {
+		return ToolsResponse{}, err
+	}
+	named := map[string]any{"tenant": lit, "query": q, "k": k, "lexn": s.opts.LexicalCandidates}
+	filter := toolFilter
 	if len(req.ExcludeNames) > 0 {
 		filter += ` AND NOT (a.name = ANY ({excl}::text[]))`
 		named["excl"] = req.ExcludeNames
