@@ -316,7 +316,7 @@ func (s *Searcher) plan(ctx context.Context, e embed.Embedder, query string) pla
 // statement's alone and the pool's other users never see them. scan
 // reads each row.
 func (s *Searcher) query(ctx context.Context, p plan, k int, sql string, args []any, scan func(pgx.Rows) error) error {
-	settings := []any{"plan_cache_mode", "force_generic_plan"}
+	settings := []any{}
 	if p.mode != Lexical {
 		iterative, err := s.pgv.iterativeScan(ctx, s.pool)
 		if err != nil {
@@ -334,6 +334,19 @@ func (s *Searcher) query(ctx context.Context, p plan, k int, sql string, args []
 		return database.Classify(err)
 	}
 	defer conn.Release()
+	b := &pgx.Batch{}
+	if conn.Conn().Config().DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol {
+		// The mode pgx prescribes behind a transaction-pooling PgBouncer,
+		// where a statement prepared on one server connection is not
+		// there for the next transaction: plan every search instead. The
+		// batch is one simple query, so one implicit transaction still.
+		if len(settings) > 0 {
+			b.Queue(settingsSQL(len(settings)/2), settings...)
+		}
+		b.Queue(sql, args...)
+		return database.Classify(runBatch(conn.SendBatch(ctx, b), len(settings) > 0, scan))
+	}
+	settings = append(settings, "plan_cache_mode", "force_generic_plan")
 	st, err := connStatements(conn.Conn(), s.opts.Prepared)
 	if err != nil {
 		return err
@@ -342,10 +355,9 @@ func (s *Searcher) query(ctx context.Context, p plan, k int, sql string, args []
 	if err != nil {
 		return database.Classify(err)
 	}
-	b := &pgx.Batch{}
 	b.Queue(settingsSQL(len(settings)/2), settings...)
 	b.Queue(name, args...)
-	err = runBatch(conn.SendBatch(ctx, b), scan)
+	err = runBatch(conn.SendBatch(ctx, b), true, scan)
 	if err != nil {
 		if ferr := st.forget(ctx, conn.Conn(), name, err); ferr != nil {
 			s.log.Warn().Err(ferr).Str("statement", name).Msg("cannot deallocate a failed search statement")
@@ -354,12 +366,14 @@ func (s *Searcher) query(ctx context.Context, p plan, k int, sql string, args []
 	return database.Classify(err)
 }
 
-// runBatch reads a batch of the settings and one statement, scanning the
-// statement's rows, and closes it.
-func runBatch(br pgx.BatchResults, scan func(pgx.Rows) error) error {
+// runBatch reads a batch of the settings, when it has them, and one
+// statement, scanning the statement's rows, and closes it.
+func runBatch(br pgx.BatchResults, settings bool, scan func(pgx.Rows) error) error {
 	run := func() error {
-		if _, err := br.Exec(); err != nil {
-			return err
+		if settings {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
 		}
 		rows, err := br.Query()
 		if err != nil {

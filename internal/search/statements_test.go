@@ -107,3 +107,49 @@ func TestStatementsArePreparedPerTenantWithGenericPlans(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, planCounts{generic: 1, custom: 0}, p)
 }
+
+// TestSimpleProtocolPlansEverySearch: a pool in pgx's simple protocol
+// mode (the one for a transaction-pooling PgBouncer, where a prepared
+// statement would not outlive its transaction) prepares nothing and
+// finds what a pool with prepared statements finds.
+func TestSimpleProtocolPlansEverySearch(t *testing.T) {
+	f := newFixture(t, lexical, search.Options{})
+	ctx := context.Background()
+	url := testenv.DatabaseURL(t)
+	if strings.Contains(url, "default_query_exec_mode=") {
+		url = strings.NewReplacer("default_query_exec_mode=exec", "default_query_exec_mode=simple_protocol").Replace(url)
+	} else if strings.Contains(url, "?") {
+		url += "&default_query_exec_mode=simple_protocol"
+	} else {
+		url += "?default_query_exec_mode=simple_protocol"
+	}
+	require.Contains(t, url, "default_query_exec_mode=simple_protocol")
+	pool, err := database.Open(ctx, url+"&pool_max_conns=1")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s, err := search.New(pool, search.Embedders{Prompts: lexical, Tools: lexical}, search.Options{}, testenv.Logger(t))
+	require.NoError(t, err)
+
+	a, w := testenv.Tenant(t), word(t)
+	f.prompt(promptSpec{tenant: a, id: "pa-" + w, content: "Reconcile the ledger " + w})
+	f.tool(a, "ta_"+w, "Reconcile a ledger "+w, time.Time{})
+	for _, mode := range []search.Mode{search.Hybrid, search.Lexical} {
+		pr, err := s.WithMode(mode).Prompts(ctx, a, search.PromptsRequest{Query: "reconcile ledger " + w})
+		require.NoError(t, err)
+		require.Equal(t, []string{a + "/pa-" + w}, promptIDs(pr, w))
+		want, err := f.s.WithMode(mode).Prompts(ctx, a, search.PromptsRequest{Query: "reconcile ledger " + w})
+		require.NoError(t, err)
+		require.Equal(t, len(want.Results), len(pr.Results))
+		for i := range want.Results {
+			require.Equal(t, want.Results[i].Prompt, pr.Results[i].Prompt)
+			require.Equal(t, want.Results[i].Components.Similarity, pr.Results[i].Components.Similarity)
+		}
+		tr, err := s.WithMode(mode).Tools(ctx, a, search.ToolsRequest{Query: "reconcile ledger " + w})
+		require.NoError(t, err)
+		require.Equal(t, []string{a + "/ta_" + w}, toolNames(tr, w))
+	}
+	c, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer c.Release()
+	require.Empty(t, search.PreparedNames(c.Conn()))
+}
