@@ -335,7 +335,7 @@ func (s *Searcher) query(ctx context.Context, p plan, k int, sql string, args []
 	}
 	defer conn.Release()
 	b := &pgx.Batch{}
-	if conn.Conn().Config().DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol {
+	if s.simple {
 		// The mode pgx prescribes behind a transaction-pooling PgBouncer,
 		// where a statement prepared on one server connection is not
 		// there for the next transaction: plan every search instead. The

@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -228,6 +229,9 @@ type Searcher struct {
 	pgv     *pgvectorInfo
 	// promptTune and toolTune are the retrieval choices per kind.
 	promptTune, toolTune tuning
+	// simple: the pool speaks pgx's simple protocol, so statements are
+	// not prepared (see query).
+	simple bool
 }
 
 // New returns a Searcher over pool. It fails only on invalid options.
@@ -245,6 +249,7 @@ func New(pool *pgxpool.Pool, emb Embedders, opts Options, log zerolog.Logger) (*
 		pgv:        &pgvectorInfo{},
 		promptTune: promptTuning,
 		toolTune:   toolTuning,
+		simple:     pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol,
 	}, nil
 }
 
