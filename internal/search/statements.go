@@ -87,14 +87,14 @@ func (st *statements) prepare(ctx context.Context, c *pgx.Conn, sql string) (str
 	return name, nil
 }
 
-// forget deallocates name after running it failed, so the next search
-// prepares it again: a migration that changes a table a plan reads fails
-// the plan ("cached plan must not change result type"). Errors that say
-// nothing about the statement (the connection lost, the context done)
-// leave it.
+// forget deallocates name when running it failed because of the
+// statement itself, so the next search prepares it again: it is gone from
+// the server (26000, say a DISCARD ALL by a pooler), or a change to a
+// table it reads changed its result ("cached plan must not change result
+// type", 0A000). Other errors (a timeout, the connection lost) leave it.
 func (st *statements) forget(ctx context.Context, c *pgx.Conn, name string, err error) error {
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || c.IsClosed() {
+	if !errors.As(err, &pgErr) || pgErr.Code != "26000" && pgErr.Code != "0A000" || c.IsClosed() {
 		return nil
 	}
 	for e := st.order.Front(); e != nil; e = e.Next() {
