@@ -51,8 +51,13 @@ with an embedded NATS server, in one run:
   read-only transaction) and the bare full-text arm on the same database.
   prompts.get asks for ids drawn from every prompt id (mostly answered from
   the database), then for 100 hot ids (mostly from the indexer's cache),
-  beside a bare NATS request/reply of the same size. p50/p99/max and
-  throughput are medians over --rounds.
+  beside a bare NATS request/reply of the same size. Then each of these again
+  in an open loop at --load times the throughput it reached at the highest
+  concurrency in that round: requests leave at fixed intervals, whatever the
+  answers do, and each is timed from when it was due (latency at a load the
+  machine can carry, where the closed loop at high concurrency measures
+  queueing at saturation). p50/p99/max and throughput are medians over
+  --rounds.
 
 --search-only TENANT skips indexing and measures search on the tenant of an
 earlier run with the same --prompts, --prompt-ids, --tools and --seed.
@@ -66,17 +71,18 @@ database of its own, dropped between full runs.`)
 // IndexerBenchOptions configure BenchIndexer. Zero values take the
 // defaults of the flags.
 type IndexerBenchOptions struct {
-	Prompts         int    // prompt.created events
-	PromptIDs       int    // distinct prompt ids they spread over (the rest are new versions)
-	Tools           int    // tool.registered events, one per tool
-	Requests        int    // requests per measurement and round
-	Warmup          int    // requests per measurement before the first round
-	Rounds          int    // rounds of the search measurements; medians are reported
-	Concurrency     []int  // clients in flight at once
-	PromptsEmbedder string // lexical (the built-in), sentence or provider
-	ToolsEmbedder   string // auto (what the indexer picks), lexical, sentence or provider
-	AnchorRows      int    // rows of each kind the bare INSERT takes (0: all)
-	AllowPGlite     bool   // run on PGlite (tests of the command; no figures)
+	Prompts         int     // prompt.created events
+	PromptIDs       int     // distinct prompt ids they spread over (the rest are new versions)
+	Tools           int     // tool.registered events, one per tool
+	Requests        int     // requests per measurement and round
+	Warmup          int     // requests per measurement before the first round
+	Rounds          int     // rounds of the search measurements; medians are reported
+	Concurrency     []int   // clients in flight at once
+	Load            float64 // open-loop rate, a share of the throughput at the highest concurrency; 0 (unlike the flag's default): no open loop
+	PromptsEmbedder string  // lexical (the built-in), sentence or provider
+	ToolsEmbedder   string  // auto (what the indexer picks), lexical, sentence or provider
+	AnchorRows      int     // rows of each kind the bare INSERT takes (0: all)
+	AllowPGlite     bool    // run on PGlite (tests of the command; no figures)
 	// SearchOnly names the tenant of an earlier run with the same corpus
 	// options and seed: indexing is skipped and search is measured on it.
 	SearchOnly string
@@ -164,7 +170,10 @@ type IndexingFigures struct {
 // SearchFigures are phase 2's measurements at one concurrency, medians
 // over the rounds.
 type SearchFigures struct {
+	// Concurrency is the clients in flight (a closed loop); 0 for the
+	// open loop at Load times the throughput of the highest concurrency.
 	Concurrency     int     `json:"concurrency"`
+	Load            float64 `json:"load,omitempty"`
 	SearchPrompts   Latency `json:"search_prompts"`
 	KNNPrompts      Latency `json:"bare_knn_prompts"`
 	FullTextPrompts Latency `json:"bare_fulltext_prompts"`
@@ -249,6 +258,7 @@ func runBenchIndexer(ctx context.Context, e Env, cfg config.Config, log zerolog.
 	fs.IntVar(&o.Warmup, "warmup", 200, "requests per measurement before the first round")
 	fs.IntVar(&o.Rounds, "rounds", 3, "rounds of the search measurements; medians are reported")
 	conc := fs.String("concurrency", "1,8", "comma-separated numbers of clients in flight")
+	fs.Float64Var(&o.Load, "load", 0.5, "open-loop rate of each measurement, as a fraction of its throughput at the highest concurrency (0: none)")
 	fs.StringVar(&o.PromptsEmbedder, "prompts-embedder", "lexical", "embedder of prompts: lexical (built-in), sentence or provider")
 	fs.StringVar(&o.ToolsEmbedder, "tools-embedder", "auto", "embedder of tools: auto (as the indexer picks: the sentence encoder when installed), lexical, sentence or provider")
 	fs.IntVar(&o.AnchorRows, "anchor-rows", 0, "rows of each kind the bare INSERT anchor takes, the first indexed (0: all; into an empty copy, so fewer rows favour the anchor)")
@@ -270,8 +280,8 @@ func runBenchIndexer(ctx context.Context, e Env, cfg config.Config, log zerolog.
 		}
 		o.Concurrency = append(o.Concurrency, c)
 	}
-	if o.Prompts < 1 || o.PromptIDs < 1 || o.Tools < 1 || o.Requests < 1 || o.Rounds < 1 || o.Warmup < 0 || o.Copies < 1 || o.Copies > 16 {
-		fmt.Fprintln(e.Stderr, "agentq bench indexer: --prompts, --prompt-ids, --tools, --requests and --rounds must be positive, --copies 1..16")
+	if o.Prompts < 1 || o.PromptIDs < 1 || o.Tools < 1 || o.Requests < 1 || o.Rounds < 1 || o.Warmup < 0 || o.Copies < 1 || o.Copies > 16 || o.Load < 0 || o.Load > 1 {
+		fmt.Fprintln(e.Stderr, "agentq bench indexer: --prompts, --prompt-ids, --tools, --requests and --rounds must be positive, --copies 1..16, --load 0..1")
 		return errUsage
 	}
 	o.Seed = *seed
@@ -331,6 +341,7 @@ func printIndexerBench(w io.Writer, r IndexerBenchResult) {
 	fmt.Fprintf(w, "\nsearch and get through NATS request/reply (separate connection), %d requests per measurement, medians of %d rounds\n", r.Requests, r.Rounds)
 	fmt.Fprintf(w, "  %-4s %-36s %9s %9s %9s %10s %7s\n", "conc", "measurement", "p50 ms", "p99 ms", "max ms", "per s", "errors")
 	for _, s := range r.Search {
+		c := s.label()
 		for _, m := range []struct {
 			name string
 			l    Latency
@@ -341,12 +352,15 @@ func printIndexerBench(w io.Writer, r IndexerBenchResult) {
 			{fmt.Sprintf("prompts.get, %d hot ids (NATS)", r.HotIDs), s.GetHot},
 			{"  bare NATS request/reply, same size", s.Echo},
 		} {
-			fmt.Fprintf(w, "  %-4d %-36s %9.2f %9.2f %9.2f %10.0f %7d\n", s.Concurrency, m.name, m.l.P50, m.l.P99, m.l.Max, m.l.Rate, m.l.Errors)
+			fmt.Fprintf(w, "  %-4s %-36s %9.2f %9.2f %9.2f %10.0f %7d\n", c, m.name, m.l.P50, m.l.P99, m.l.Max, m.l.Rate, m.l.Errors)
 		}
-		fmt.Fprintf(w, "  %-4d search / bare kNN: prompts p50 %.1f×, p99 %.1f×; tools p50 %.1f×, p99 %.1f×\n",
-			s.Concurrency, s.PromptsRatioP50, s.PromptsRatioP99, s.ToolsRatioP50, s.ToolsRatioP99)
-		fmt.Fprintf(w, "  %-4d searches with no result: prompts %d, tools %d; answered degraded: prompts %d, tools %d\n",
-			s.Concurrency, s.EmptyPrompts, s.EmptyTools, s.DegradedPrompts, s.DegradedTools)
+		fmt.Fprintf(w, "  %-4s search / bare kNN: prompts p50 %.1f×, p99 %.1f×; tools p50 %.1f×, p99 %.1f×\n",
+			c, s.PromptsRatioP50, s.PromptsRatioP99, s.ToolsRatioP50, s.ToolsRatioP99)
+		fmt.Fprintf(w, "  %-4s searches with no result: prompts %d, tools %d; answered degraded: prompts %d, tools %d\n",
+			c, s.EmptyPrompts, s.EmptyTools, s.DegradedPrompts, s.DegradedTools)
+	}
+	if len(r.Search) > 0 && r.Search[len(r.Search)-1].Load > 0 {
+		fmt.Fprintf(w, "  (%s: open loop at that share of each row's throughput at the highest concurrency, timed from when each request was due)\n", r.Search[len(r.Search)-1].label())
 	}
 	fmt.Fprintf(w, "  kNN recall@K against an exact scan (%d queries each): prompts@%d %.3f, tools@%d %.3f\n",
 		r.Recall.Queries, r.PromptK, r.Recall.Prompts, r.ToolK, r.Recall.Tools)
@@ -355,10 +369,23 @@ func printIndexerBench(w io.Writer, r IndexerBenchResult) {
 		fmt.Fprintf(w, "  indexing %.0f prompts/s: %s\n", ix.Prompts, verdict(ix.Prompts >= 1000))
 	}
 	for _, s := range r.Search {
-		fmt.Fprintf(w, "  concurrency %d: search.prompts p99 %.2f ms %s; search.tools p99 %.2f ms %s; prompts.get p99 %.2f ms %s, with params %.2f ms %s, hot ids %.2f ms %s\n",
-			s.Concurrency, s.SearchPrompts.P99, verdict(s.SearchPrompts.P99 <= 10), s.SearchTools.P99, verdict(s.SearchTools.P99 <= 10),
+		where := fmt.Sprintf("concurrency %d", s.Concurrency)
+		if s.Load > 0 {
+			where = fmt.Sprintf("open loop at %.0f%% of capacity", 100*s.Load)
+		}
+		fmt.Fprintf(w, "  %s: search.prompts p99 %.2f ms %s; search.tools p99 %.2f ms %s; prompts.get p99 %.2f ms %s, with params %.2f ms %s, hot ids %.2f ms %s\n",
+			where, s.SearchPrompts.P99, verdict(s.SearchPrompts.P99 <= 10), s.SearchTools.P99, verdict(s.SearchTools.P99 <= 10),
 			s.Get.P99, verdict(s.Get.P99 <= 2), s.GetParams.P99, verdict(s.GetParams.P99 <= 2), s.GetHot.P99, verdict(s.GetHot.P99 <= 2))
 	}
+}
+
+// label is s's load in the table: its concurrency, or the open loop's
+// share of capacity.
+func (s SearchFigures) label() string {
+	if s.Load > 0 {
+		return fmt.Sprintf("%.0f%%", 100*s.Load)
+	}
+	return strconv.Itoa(s.Concurrency)
 }
 
 // pad and padTo align the lines whose labels vary in length.
@@ -1232,13 +1259,43 @@ func (b *indexerBench) search(ctx context.Context) error {
 			t[3] += toolTally.degraded.Load() - t0[1]
 			tallies[c] = t
 		}
+		if b.o.Load > 0 {
+			// The open loop: each measurement at Load times what it
+			// carried at the highest concurrency in this round.
+			top := slices.Max(b.o.Concurrency)
+			p0, t0 := [2]int64{promptTally.empty.Load(), promptTally.degraded.Load()}, [2]int64{toolTally.empty.Load(), toolTally.degraded.Load()}
+			for _, m := range ms {
+				done := rounds[key{top, m.name}]
+				rate := b.o.Load * done[len(done)-1].Rate
+				l, err := runAtRate(ctx, b.o.Requests, rate, m.prepare(b.o.Requests))
+				if err != nil {
+					return fmt.Errorf("%s in the open loop at %.0f/s: %w", m.name, rate, err)
+				}
+				rounds[key{0, m.name}] = append(rounds[key{0, m.name}], l)
+				b.say("round %d, open loop at %6.0f/s, %-16s p50 %7.2f ms  p99 %7.2f ms  max %7.2f ms  %7.0f/s  errors %d",
+					r+1, rate, m.name, l.P50, l.P99, l.Max, l.Rate, l.Errors)
+			}
+			t := tallies[0]
+			t[0] += promptTally.empty.Load() - p0[0]
+			t[1] += promptTally.degraded.Load() - p0[1]
+			t[2] += toolTally.empty.Load() - t0[0]
+			t[3] += toolTally.degraded.Load() - t0[1]
+			tallies[0] = t
+		}
 	}
-	for _, c := range b.o.Concurrency {
+	loads := slices.Clone(b.o.Concurrency)
+	if b.o.Load > 0 {
+		loads = append(loads, 0)
+	}
+	for _, c := range loads {
 		med := func(name string) Latency { return medianLatency(rounds[key{c, name}]) }
 		s := SearchFigures{Concurrency: c,
 			SearchPrompts: med("search.prompts"), KNNPrompts: med("knn.prompts"), FullTextPrompts: med("fulltext.prompts"),
 			SearchTools: med("search.tools"), KNNTools: med("knn.tools"), FullTextTools: med("fulltext.tools"),
 			Get: med("get"), GetParams: med("get.params"), GetHot: med("get.hot"), Echo: med("echo"),
+		}
+		if c == 0 {
+			s.Load = b.o.Load
 		}
 		s.PromptsRatioP50, s.PromptsRatioP99 = s.SearchPrompts.P50/s.KNNPrompts.P50, s.SearchPrompts.P99/s.KNNPrompts.P99
 		s.ToolsRatioP50, s.ToolsRatioP99 = s.SearchTools.P50/s.KNNTools.P50, s.SearchTools.P99/s.KNNTools.P99
@@ -1445,7 +1502,61 @@ func runRequests(ctx context.Context, n, conc int, do func(context.Context, int)
 		}()
 	}
 	wg.Wait()
-	wall := time.Since(start)
+	return summarize(ctx, lat, ok, int(errs.Load()), firstErr, time.Since(start))
+}
+
+// runAtRate makes n requests at rate per second in an open loop: request
+// i is due at i/rate and starts then, however many are still waiting for
+// their answers, and is timed from when it was due, so a slow answer
+// neither delays the requests after it nor hides their wait (no
+// coordinated omission). Failed requests are counted, not timed.
+func runAtRate(ctx context.Context, n int, rate float64, do func(context.Context, int) error) (Latency, error) {
+	if rate <= 0 {
+		return Latency{}, fmt.Errorf("open loop: rate %g", rate)
+	}
+	lat := make([]time.Duration, n)
+	ok := make([]bool, n)
+	var errs atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	interval := time.Duration(float64(time.Second) / rate)
+	start := time.Now()
+	for i := range n {
+		due := start.Add(time.Duration(i) * interval)
+		if d := time.Until(due); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			err := do(rctx, i)
+			lat[i] = time.Since(due)
+			if err != nil {
+				errs.Add(1)
+				once.Do(func() { firstErr = err })
+				return
+			}
+			ok[i] = true
+		}()
+	}
+	wg.Wait()
+	return summarize(ctx, lat, ok, int(errs.Load()), firstErr, time.Since(start))
+}
+
+// summarize turns the latencies of the requests that succeeded (ok) into
+// a Latency; when all failed, it returns the first error.
+func summarize(ctx context.Context, lat []time.Duration, ok []bool, errs int, firstErr error, wall time.Duration) (Latency, error) {
 	if err := ctx.Err(); err != nil {
 		return Latency{}, err
 	}
@@ -1461,7 +1572,7 @@ func runRequests(ctx context.Context, n, conc int, do func(context.Context, int)
 	slices.Sort(good)
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	return Latency{
-		Requests: len(good), Errors: int(errs.Load()),
+		Requests: len(good), Errors: errs,
 		P50: ms(good[len(good)/2]), P99: ms(good[min(len(good)-1, len(good)*99/100)]), Max: ms(good[len(good)-1]),
 		Rate: float64(len(good)) / wall.Seconds(),
 	}, nil

@@ -70,9 +70,12 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 	require.Less(t, ix.PromptsWall, ix.Publish, "the wall rate includes publishing")
 	require.Equal(t, []int{60, 25, 0}, []int{ix.PromptEmbedSamples, ix.ToolEmbedSamples, ix.Rejected})
 
-	require.Len(t, res.Search, 2)
+	// Concurrency 1 and 3, then the open loop at half of what each
+	// measurement carried at concurrency 3 (the --load default).
+	require.Len(t, res.Search, 3)
 	for i, s := range res.Search {
-		require.Equal(t, []int{1, 3}[i], s.Concurrency)
+		require.Equal(t, []int{1, 3, 0}[i], s.Concurrency)
+		require.Equal(t, []float64{0, 0, 0.5}[i], s.Load)
 		for name, l := range map[string]cli.Latency{
 			"search prompts": s.SearchPrompts, "knn prompts": s.KNNPrompts, "fulltext prompts": s.FullTextPrompts,
 			"search tools": s.SearchTools, "knn tools": s.KNNTools, "fulltext tools": s.FullTextTools,
@@ -95,6 +98,19 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 		require.Zero(t, s.DegradedTools)
 	}
 
+	// The open loop is paced: half of each measurement's rate at
+	// concurrency 3 is offered, so it carries less than that.
+	closed, open := res.Search[1], res.Search[2]
+	for name, l := range map[string][2]cli.Latency{
+		"search prompts": {closed.SearchPrompts, open.SearchPrompts}, "knn prompts": {closed.KNNPrompts, open.KNNPrompts},
+		"fulltext prompts": {closed.FullTextPrompts, open.FullTextPrompts}, "search tools": {closed.SearchTools, open.SearchTools},
+		"knn tools": {closed.KNNTools, open.KNNTools}, "fulltext tools": {closed.FullTextTools, open.FullTextTools},
+		"get": {closed.Get, open.Get}, "get params": {closed.GetParams, open.GetParams}, "get hot": {closed.GetHot, open.GetHot},
+		"echo": {closed.Echo, open.Echo},
+	} {
+		require.Less(t, l[1].Rate, l[0].Rate, name)
+	}
+
 	// The table: every measurement at every concurrency, and the verdicts.
 	// Two indexer copies share the backlog and the search requests.
 	code, out, errOut = run(ctx, env, "", "bench", "indexer", "--allow-pglite", "--prompts", "8", "--prompt-ids", "4", "--tools", "4",
@@ -105,7 +121,9 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 		"2    search.prompts (NATS)", "2      bare SQL kNN, prompts", "2      bare full-text arm, prompts",
 		"2    search.tools (NATS)", "2      bare SQL kNN, tools", "2      bare full-text arm, tools",
 		"2    prompts.get (NATS)", "2    prompts.get with params (NATS)", "2    prompts.get, 4 hot ids (NATS)", "2      bare NATS request/reply, same size", "2    search / bare kNN: prompts p50",
-		"indexing ", "concurrency 2: search.prompts p99", "batch 500, indexer copies 2 of 2 writers each", "rejected: 0",
+		"indexing ", "concurrency 2: search.prompts p99",
+		"50%  search.prompts (NATS)", "50%    bare SQL kNN, prompts", "50%  prompts.get, 4 hot ids (NATS)",
+		"open loop at 50% of capacity: search.prompts p99", "batch 500, indexer copies 2 of 2 writers each", "rejected: 0",
 	} {
 		require.Contains(t, out, want)
 	}
@@ -122,7 +140,7 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 	require.True(t, again.SearchOnly)
 	require.Equal(t, res.Tenant, again.Tenant)
 	require.Equal(t, cli.IndexingFigures{}, again.Indexing, "no indexing was run")
-	require.Len(t, again.Search, 2)
+	require.Len(t, again.Search, 3)
 	require.Equal(t, 12, again.Search[1].GetHot.Requests)
 	require.Zero(t, again.Search[1].GetHot.Errors)
 	// Another corpus's options do not match the tenant's rows.
