@@ -1470,12 +1470,8 @@ func drain(rows pgx.Rows, err error) error {
 // their latency. Failed requests are counted, not timed; when all fail,
 // the first error is returned.
 func runRequests(ctx context.Context, n, conc int, do func(context.Context, int) error) (Latency, error) {
-	lat := make([]time.Duration, n)
-	ok := make([]bool, n)
+	rec := newRecorder(n)
 	var next atomic.Int64
-	var errs atomic.Int64
-	var firstErr error
-	var once sync.Once
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range conc {
@@ -1487,22 +1483,12 @@ func runRequests(ctx context.Context, n, conc int, do func(context.Context, int)
 				if i >= n || ctx.Err() != nil {
 					return
 				}
-				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				t0 := time.Now()
-				err := do(rctx, i)
-				lat[i] = time.Since(t0)
-				cancel()
-				if err != nil {
-					errs.Add(1)
-					once.Do(func() { firstErr = err })
-					continue
-				}
-				ok[i] = true
+				rec.run(ctx, i, time.Now(), do)
 			}
 		}()
 	}
 	wg.Wait()
-	return summarize(ctx, lat, ok, int(errs.Load()), firstErr, time.Since(start))
+	return rec.summary(ctx, time.Since(start))
 }
 
 // runAtRate makes n requests at rate per second in an open loop: request
@@ -1514,11 +1500,7 @@ func runAtRate(ctx context.Context, n int, rate float64, do func(context.Context
 	if rate <= 0 {
 		return Latency{}, fmt.Errorf("open loop: rate %g", rate)
 	}
-	lat := make([]time.Duration, n)
-	ok := make([]bool, n)
-	var errs atomic.Int64
-	var firstErr error
-	var once sync.Once
+	rec := newRecorder(n)
 	var wg sync.WaitGroup
 	interval := time.Duration(float64(time.Second) / rate)
 	start := time.Now()
@@ -1538,41 +1520,59 @@ func runAtRate(ctx context.Context, n int, rate float64, do func(context.Context
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			err := do(rctx, i)
-			lat[i] = time.Since(due)
-			if err != nil {
-				errs.Add(1)
-				once.Do(func() { firstErr = err })
-				return
-			}
-			ok[i] = true
+			rec.run(ctx, i, due, do)
 		}()
 	}
 	wg.Wait()
-	return summarize(ctx, lat, ok, int(errs.Load()), firstErr, time.Since(start))
+	return rec.summary(ctx, time.Since(start))
 }
 
-// summarize turns the latencies of the requests that succeeded (ok) into
-// a Latency; when all failed, it returns the first error.
-func summarize(ctx context.Context, lat []time.Duration, ok []bool, errs int, firstErr error, wall time.Duration) (Latency, error) {
+// recorder keeps the outcome of n requests, each written by one goroutine.
+type recorder struct {
+	lat      []time.Duration
+	ok       []bool
+	errs     atomic.Int64
+	once     sync.Once
+	firstErr error
+}
+
+func newRecorder(n int) *recorder {
+	return &recorder{lat: make([]time.Duration, n), ok: make([]bool, n)}
+}
+
+// run makes request i and records its latency from since.
+func (r *recorder) run(ctx context.Context, i int, since time.Time, do func(context.Context, int) error) {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := do(rctx, i)
+	r.lat[i] = time.Since(since)
+	if err != nil {
+		r.errs.Add(1)
+		r.once.Do(func() { r.firstErr = err })
+		return
+	}
+	r.ok[i] = true
+}
+
+// summary turns the latencies of the requests that succeeded into a
+// Latency; when all failed, it returns the first error.
+func (r *recorder) summary(ctx context.Context, wall time.Duration) (Latency, error) {
 	if err := ctx.Err(); err != nil {
 		return Latency{}, err
 	}
 	var good []time.Duration
-	for i, d := range lat {
-		if ok[i] {
+	for i, d := range r.lat {
+		if r.ok[i] {
 			good = append(good, d)
 		}
 	}
 	if len(good) == 0 {
-		return Latency{}, firstErr
+		return Latency{}, r.firstErr
 	}
 	slices.Sort(good)
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	return Latency{
-		Requests: len(good), Errors: errs,
+		Requests: len(good), Errors: int(r.errs.Load()),
 		P50: ms(good[len(good)/2]), P99: ms(good[min(len(good)-1, len(good)*99/100)]), Max: ms(good[len(good)-1]),
 		Rate: float64(len(good)) / wall.Seconds(),
 	}, nil
