@@ -1240,17 +1240,35 @@ func (b *indexerBench) search(ctx context.Context) error {
 	}
 	rounds := map[key][]Latency{}
 	tallies := map[int][4]int64{}
+	// 0 among the loads is the open loop.
+	loads := slices.Clone(b.o.Concurrency)
+	if b.o.Load > 0 {
+		loads = append(loads, 0)
+	}
+	top := slices.Max(b.o.Concurrency)
 	for r := range b.o.Rounds {
-		for _, c := range b.o.Concurrency {
+		for _, c := range loads {
 			p0, t0 := [2]int64{promptTally.empty.Load(), promptTally.degraded.Load()}, [2]int64{toolTally.empty.Load(), toolTally.degraded.Load()}
 			for _, m := range ms {
-				l, err := runRequests(ctx, b.o.Requests, c, m.prepare(b.o.Requests))
+				var l Latency
+				var err error
+				where := fmt.Sprintf("concurrency %d", c)
+				if c > 0 {
+					l, err = runRequests(ctx, b.o.Requests, c, m.prepare(b.o.Requests))
+				} else {
+					// Load times what m carried at the highest
+					// concurrency in this round.
+					done := rounds[key{top, m.name}]
+					rate := b.o.Load * done[len(done)-1].Rate
+					where = fmt.Sprintf("open loop at %.0f/s", rate)
+					l, err = runAtRate(ctx, b.o.Requests, rate, m.prepare(b.o.Requests))
+				}
 				if err != nil {
-					return fmt.Errorf("%s at concurrency %d: %w", m.name, c, err)
+					return fmt.Errorf("%s, %s: %w", m.name, where, err)
 				}
 				rounds[key{c, m.name}] = append(rounds[key{c, m.name}], l)
-				b.say("round %d, concurrency %d, %-16s p50 %7.2f ms  p99 %7.2f ms  max %7.2f ms  %7.0f/s  errors %d",
-					r+1, c, m.name, l.P50, l.P99, l.Max, l.Rate, l.Errors)
+				b.say("round %d, %s, %-16s p50 %7.2f ms  p99 %7.2f ms  max %7.2f ms  %7.0f/s  errors %d",
+					r+1, where, m.name, l.P50, l.P99, l.Max, l.Rate, l.Errors)
 			}
 			t := tallies[c]
 			t[0] += promptTally.empty.Load() - p0[0]
@@ -1259,33 +1277,6 @@ func (b *indexerBench) search(ctx context.Context) error {
 			t[3] += toolTally.degraded.Load() - t0[1]
 			tallies[c] = t
 		}
-		if b.o.Load > 0 {
-			// The open loop: each measurement at Load times what it
-			// carried at the highest concurrency in this round.
-			top := slices.Max(b.o.Concurrency)
-			p0, t0 := [2]int64{promptTally.empty.Load(), promptTally.degraded.Load()}, [2]int64{toolTally.empty.Load(), toolTally.degraded.Load()}
-			for _, m := range ms {
-				done := rounds[key{top, m.name}]
-				rate := b.o.Load * done[len(done)-1].Rate
-				l, err := runAtRate(ctx, b.o.Requests, rate, m.prepare(b.o.Requests))
-				if err != nil {
-					return fmt.Errorf("%s in the open loop at %.0f/s: %w", m.name, rate, err)
-				}
-				rounds[key{0, m.name}] = append(rounds[key{0, m.name}], l)
-				b.say("round %d, open loop at %6.0f/s, %-16s p50 %7.2f ms  p99 %7.2f ms  max %7.2f ms  %7.0f/s  errors %d",
-					r+1, rate, m.name, l.P50, l.P99, l.Max, l.Rate, l.Errors)
-			}
-			t := tallies[0]
-			t[0] += promptTally.empty.Load() - p0[0]
-			t[1] += promptTally.degraded.Load() - p0[1]
-			t[2] += toolTally.empty.Load() - t0[0]
-			t[3] += toolTally.degraded.Load() - t0[1]
-			tallies[0] = t
-		}
-	}
-	loads := slices.Clone(b.o.Concurrency)
-	if b.o.Load > 0 {
-		loads = append(loads, 0)
 	}
 	for _, c := range loads {
 		med := func(name string) Latency { return medianLatency(rounds[key{c, name}]) }

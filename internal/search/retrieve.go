@@ -341,7 +341,7 @@ func (s *Searcher) query(ctx context.Context, p plan, k int, sql string, args []
 		// there for the next transaction: plan every search instead. The
 		// batch is one simple query, so one implicit transaction still.
 		if len(settings) > 0 {
-			b.Queue(settingsSQL(len(settings)/2), settings...)
+			b.Queue(settingsSQL[len(settings)/2], settings...)
 		}
 		b.Queue(sql, args...)
 		return database.Classify(runBatch(conn.SendBatch(ctx, b), len(settings) > 0, scan))
@@ -355,11 +355,11 @@ func (s *Searcher) query(ctx context.Context, p plan, k int, sql string, args []
 	if err != nil {
 		return database.Classify(err)
 	}
-	b.Queue(settingsSQL(len(settings)/2), settings...)
+	b.Queue(settingsSQL[len(settings)/2], settings...)
 	b.Queue(name, args...)
 	err = runBatch(conn.SendBatch(ctx, b), true, scan)
 	if err != nil {
-		if ferr := st.forget(ctx, conn.Conn(), name, err); ferr != nil {
+		if ferr := st.forget(ctx, conn.Conn(), sql, err); ferr != nil {
 			s.log.Warn().Err(ferr).Str("statement", name).Msg("cannot deallocate a failed search statement")
 		}
 	}

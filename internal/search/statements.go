@@ -41,10 +41,10 @@ type statements struct {
 	nonce string
 	max   int
 	order *list.List // of *prepared
-	byKey map[string]*list.Element
+	bySQL map[string]*list.Element
 }
 
-type prepared struct{ key, name string }
+type prepared struct{ sql, name string }
 
 // statementsKey holds a connection's statements in its custom data.
 const statementsKey = "agentq.search.statements"
@@ -59,7 +59,7 @@ func connStatements(c *pgx.Conn, max int) (*statements, error) {
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("search: statement names: %w", err)
 	}
-	st := &statements{nonce: hex.EncodeToString(b[:]), max: max, order: list.New(), byKey: map[string]*list.Element{}}
+	st := &statements{nonce: hex.EncodeToString(b[:]), max: max, order: list.New(), bySQL: map[string]*list.Element{}}
 	data[statementsKey] = st
 	return st, nil
 }
@@ -68,17 +68,18 @@ func connStatements(c *pgx.Conn, max int) (*statements, error) {
 // it when c has none, and deallocating the least recently used beyond
 // max.
 func (st *statements) prepare(ctx context.Context, c *pgx.Conn, sql string) (string, error) {
-	sum := sha256.Sum256([]byte(sql))
-	key := hex.EncodeToString(sum[:12])
-	if e, ok := st.byKey[key]; ok {
+	if e, ok := st.bySQL[sql]; ok {
 		st.order.MoveToFront(e)
 		return e.Value.(*prepared).name, nil
 	}
-	name := statementPrefix + st.nonce + "_" + key
+	// Hashed only here: the name must be short, the lookup above needs
+	// no hash of its own.
+	sum := sha256.Sum256([]byte(sql))
+	name := statementPrefix + st.nonce + "_" + hex.EncodeToString(sum[:12])
 	if _, err := c.Prepare(ctx, name, sql); err != nil {
 		return "", err
 	}
-	st.byKey[key] = st.order.PushFront(&prepared{key: key, name: name})
+	st.bySQL[sql] = st.order.PushFront(&prepared{sql: sql, name: name})
 	for st.order.Len() > st.max {
 		if err := st.drop(ctx, c, st.order.Back()); err != nil {
 			return "", err
@@ -87,20 +88,18 @@ func (st *statements) prepare(ctx context.Context, c *pgx.Conn, sql string) (str
 	return name, nil
 }
 
-// forget deallocates name when running it failed because of the
+// forget deallocates sql's statement when running it failed because of the
 // statement itself, so the next search prepares it again: it is gone from
 // the server (26000, say a DISCARD ALL by a pooler), or a change to a
 // table it reads changed its result ("cached plan must not change result
 // type", 0A000). Other errors (a timeout, the connection lost) leave it.
-func (st *statements) forget(ctx context.Context, c *pgx.Conn, name string, err error) error {
+func (st *statements) forget(ctx context.Context, c *pgx.Conn, sql string, err error) error {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "26000" && pgErr.Code != "0A000" || c.IsClosed() {
 		return nil
 	}
-	for e := st.order.Front(); e != nil; e = e.Next() {
-		if e.Value.(*prepared).name == name {
-			return st.drop(ctx, c, e)
-		}
+	if e, ok := st.bySQL[sql]; ok {
+		return st.drop(ctx, c, e)
 	}
 	return nil
 }
@@ -108,19 +107,23 @@ func (st *statements) forget(ctx context.Context, c *pgx.Conn, name string, err 
 func (st *statements) drop(ctx context.Context, c *pgx.Conn, e *list.Element) error {
 	p := e.Value.(*prepared)
 	st.order.Remove(e)
-	delete(st.byKey, p.key)
+	delete(st.bySQL, p.sql)
 	return c.Deallocate(ctx, p.name)
 }
 
 // statementPrefix starts every prepared search statement's name.
 const statementPrefix = "agentq_search_"
 
-// settingsSQL sets n settings for the transaction alone:
-// set_config(name, value, true) for each pair of arguments.
-func settingsSQL(n int) string {
-	parts := make([]string, n)
-	for i := range parts {
-		parts[i] = fmt.Sprintf("set_config($%d, $%d, true)", 2*i+1, 2*i+2)
+// settingsSQL[n] sets n settings (at most the 3 search uses) for the
+// transaction alone: set_config(name, value, true) for each pair of
+// arguments. Built once, not per search.
+var settingsSQL = func() (out [4]string) {
+	for n := 1; n < len(out); n++ {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = fmt.Sprintf("set_config($%d, $%d, true)", 2*i+1, 2*i+2)
+		}
+		out[n] = "SELECT " + strings.Join(parts, ", ")
 	}
-	return "SELECT " + strings.Join(parts, ", ")
-}
+	return out
+}()
