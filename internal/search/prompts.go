@@ -99,19 +99,15 @@ func (s *Searcher) Prompts(ctx context.Context, tenant string, req PromptsReques
 		named["vec"] = p.vector()
 	}
 	tune := s.promptTune
-	ctes, err := tune.retrievalSQL(promptKind, p.mode, filter, p.model, len(p.vec))
-	if err != nil {
-		return PromptsResponse{}, err
-	}
-	sql, args := bind(ctes+`
-SELECT `+library.Columns+`, f.rrf, qs.quality, qs.calls, qs.last_used
+	tail := `
+SELECT ` + library.Columns + `, f.rrf, qs.quality, qs.calls, qs.last_used
 FROM fused f JOIN prompts p ON p.tenant_id = f.tenant_id AND p.id = f.id AND p.version = f.version
 LEFT JOIN LATERAL (
   SELECT coalesce(sum(q.quality_score * q.total_calls) / nullif(sum(q.total_calls), 0)::float8, avg(q.quality_score)) AS quality,
          coalesce(sum(q.total_calls), 0)::bigint AS calls, max(q.updated_at) AS last_used
   FROM index_quality q
   WHERE q.tenant_id IN ({tenant}, p.tenant_id) AND q.target = 'prompt' AND q.ref IN (p.hash, p.id || '@' || p.version)
-) qs ON true`, named)
+) qs ON true`
 
 	type row struct {
 		prompt   library.Prompt
@@ -121,7 +117,7 @@ LEFT JOIN LATERAL (
 		lastUsed *time.Time
 	}
 	var rows []row
-	err = s.query(ctx, p, k, sql, args, func(r pgx.Rows) error {
+	err = s.retrieve(ctx, p, k, promptKind, tune, filter, named, tail, func(r pgx.Rows) error {
 		var x row
 		var err error
 		x.prompt, err = library.Scan(r, &x.rrf, &x.quality, &x.calls, &x.lastUsed)

@@ -106,22 +106,18 @@ func (s *Searcher) Tools(ctx context.Context, tenant string, req ToolsRequest) (
 		named["vec"] = p.vector()
 	}
 	tune := s.toolTune
-	ctes, err := tune.retrievalSQL(toolKind, p.mode, filter, p.model, len(p.vec))
-	if err != nil {
-		return ToolsResponse{}, err
-	}
-	sql, args := bind(ctes+`
-SELECT `+registry.Columns+`, f.rrf, qs.quality, qs.calls, qs.last_success, h.state, h.quarantined
+	tail := `
+SELECT ` + registry.Columns + `, f.rrf, qs.quality, qs.calls, qs.last_success, h.state, h.quarantined
 FROM fused f JOIN tools t ON t.tenant_id = f.tenant_id AND t.name = f.name
 LEFT JOIN LATERAL (
-  SELECT `+toolQuality+` AS quality, coalesce(sum(q.total_calls), 0)::bigint AS calls, max(q.last_success) AS last_success
+  SELECT ` + toolQuality + ` AS quality, coalesce(sum(q.total_calls), 0)::bigint AS calls, max(q.last_success) AS last_success
   FROM index_quality q WHERE q.tenant_id IN ({tenant}, t.tenant_id) AND q.target = 'tool' AND q.ref = t.name
 ) qs ON true
 LEFT JOIN LATERAL (
   SELECT h.state, h.quarantined FROM index_tool_health h
   WHERE h.tenant_id IN ({tenant}, t.tenant_id) AND h.tool_name = t.name
   ORDER BY h.tenant_id = {tenant} DESC LIMIT 1
-) h ON true`, named)
+) h ON true`
 
 	type row struct {
 		tool        registry.Tool
@@ -133,7 +129,7 @@ LEFT JOIN LATERAL (
 		quarantined *bool
 	}
 	var rows []row
-	err = s.query(ctx, p, k, sql, args, func(r pgx.Rows) error {
+	err = s.retrieve(ctx, p, k, toolKind, tune, filter, named, tail, func(r pgx.Rows) error {
 		var x row
 		var err error
 		x.tool, err = registry.Scan(r, &x.rrf, &x.quality, &x.calls, &x.lastSuccess, &x.state, &x.quarantined)
