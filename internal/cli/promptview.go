@@ -240,6 +240,32 @@ func (r *retrieval) describe() string {
 	return fmt.Sprintf("retrieval: %s — DEGRADED: %s", r.Mode, oneLineText(reason))
 }
 
+// searchAnswer is a search.prompts or search.tools reply, R the view of
+// one result.
+type searchAnswer[R any] struct {
+	Results   []R        `json:"results"`
+	Retrieval *retrieval `json:"retrieval"`
+}
+
+// searchCall sends a search request to subject. With asJSON it prints the
+// reply as it came and says done; otherwise it decodes the reply and
+// prints how it was retrieved.
+func searchCall[R any](ctx context.Context, e Env, cfg config.Config, subject string, timeout time.Duration, req any, asJSON bool) (searchAnswer[R], bool, error) {
+	var reply searchAnswer[R]
+	var raw json.RawMessage
+	if err := call(ctx, e, cfg, subject, timeout, req, &raw); err != nil {
+		return reply, true, err
+	}
+	if asJSON {
+		return reply, true, writeJSON(e.Stdout, raw)
+	}
+	if err := json.Unmarshal(raw, &reply); err != nil {
+		return reply, true, fmt.Errorf("decode reply: %w", err)
+	}
+	fmt.Fprintln(e.Stdout, reply.Retrieval.describe())
+	return reply, false, nil
+}
+
 func runPromptSearch(ctx context.Context, e Env, cfg config.Config, args []string) error {
 	const name = "prompt search"
 	fs := flags(name, e)
@@ -273,25 +299,14 @@ func runPromptSearch(ctx context.Context, e Env, cfg config.Config, args []strin
 	if *limit > 0 {
 		req["limit"] = *limit
 	}
-	var raw json.RawMessage
-	if err := call(ctx, e, cfg, "search.prompts."+*tenant, *timeout, req, &raw); err != nil {
+	reply, done, err := searchCall[struct {
+		Prompt     promptView `json:"prompt"`
+		Score      float64    `json:"score"`
+		Components components `json:"components"`
+	}](ctx, e, cfg, "search.prompts."+*tenant, *timeout, req, *asJSON)
+	if done || err != nil {
 		return err
 	}
-	if *asJSON {
-		return writeJSON(e.Stdout, raw)
-	}
-	var reply struct {
-		Results []struct {
-			Prompt     promptView `json:"prompt"`
-			Score      float64    `json:"score"`
-			Components components `json:"components"`
-		} `json:"results"`
-		Retrieval *retrieval `json:"retrieval"`
-	}
-	if err := json.Unmarshal(raw, &reply); err != nil {
-		return fmt.Errorf("decode reply: %w", err)
-	}
-	fmt.Fprintln(e.Stdout, reply.Retrieval.describe())
 	if len(reply.Results) == 0 {
 		fmt.Fprintln(e.Stdout, "no prompts match")
 		return nil

@@ -195,25 +195,14 @@ func runToolSearch(ctx context.Context, e Env, cfg config.Config, args []string)
 	if *minQuality >= 0 {
 		req["min_quality"] = *minQuality
 	}
-	var raw json.RawMessage
-	if err := call(ctx, e, cfg, "search.tools."+*tenant, *timeout, req, &raw); err != nil {
+	reply, done, err := searchCall[struct {
+		Tool       toolView   `json:"tool"`
+		Score      float64    `json:"score"`
+		Components components `json:"components"`
+	}](ctx, e, cfg, "search.tools."+*tenant, *timeout, req, *asJSON)
+	if done || err != nil {
 		return err
 	}
-	if *asJSON {
-		return writeJSON(e.Stdout, raw)
-	}
-	var reply struct {
-		Results []struct {
-			Tool       toolView   `json:"tool"`
-			Score      float64    `json:"score"`
-			Components components `json:"components"`
-		} `json:"results"`
-		Retrieval *retrieval `json:"retrieval"`
-	}
-	if err := json.Unmarshal(raw, &reply); err != nil {
-		return fmt.Errorf("decode reply: %w", err)
-	}
-	fmt.Fprintln(e.Stdout, reply.Retrieval.describe())
 	if len(reply.Results) == 0 {
 		fmt.Fprintln(e.Stdout, "no tools match")
 		return nil
