@@ -246,14 +246,21 @@ func (ix *Indexer) applyLabel(ctx context.Context, tx library.DB, o *op) (*resul
 	if hasFact && f.Outcome == OutcomeRejected {
 		return nil, nil
 	}
-	hash, err := library.HashOf(ctx, tx, o.d.Tenant, l.promptID, l.version)
+	hash, createdAt, err := library.Created(ctx, tx, o.d.Tenant, l.promptID, l.version)
+	if err == nil && createdAt > o.d.StreamSeq {
+		// Created by an event later in the stream, which another copy
+		// applied first. In stream order the version does not exist yet
+		// (a rebuild would not find it), so the decision must not depend
+		// on which copy got there first: unknown.
+		err = library.ErrNotFound
+	}
 	if errors.Is(err, library.ErrNotFound) {
 		if hasFact {
 			return nil, nil
 		}
 		return rejected(o, rejection{
 			code:    ReasonUnknownVersion,
-			reason:  fmt.Sprintf("prompt %s has no version %d in tenant %s", l.promptID, l.version, o.d.Tenant),
+			reason:  fmt.Sprintf("prompt %s has no version %d in tenant %s created before this activation in the stream", l.promptID, l.version, o.d.Tenant),
 			details: map[string]any{"prompt_id": l.promptID, "version": l.version, "label": l.label},
 		}), nil
 	}

@@ -206,6 +206,41 @@ func TestLabelFollowsStreamOrder(t *testing.T) {
 	require.Equal(t, []string{"production"}, got)
 }
 
+// An activation names a version that an event later in the stream
+// creates, and another copy applied that event first: the activation is
+// unknown_version all the same, as in stream order, so the state is the
+// stream-order reference whichever copy got there first (found by the
+// conformance suite's two copies).
+func TestActivationBeforeTheVersionsCreationIsUnknown(t *testing.T) {
+	r := newRig(t)
+	first, _ := r.apply(t, indexer.TypePromptCreated, prompt("x", 1, "one"))
+	activate := r.delivery(t, indexer.TypePromptActivated, map[string]any{"prompt_id": "x", "version": 2, "label": "staging"})
+	create := r.delivery(t, indexer.TypePromptCreated, map[string]any{"id": "x", "type": "task", "name": "x", "content": "two"})
+	r.handle(t, create) // the later event, applied first
+	r.handle(t, activate)
+
+	res := r.out.byCause(t)
+	require.Equal(t, indexer.TypePromptIndexed, res[create.Event.ID()].Type)
+	require.Equal(t, float64(2), res[create.Event.ID()].Data["version"])
+	require.Equal(t, indexer.TypeRejected, res[activate.Event.ID()].Type)
+	require.Equal(t, indexer.ReasonUnknownVersion, res[activate.Event.ID()].Data["reason_code"])
+
+	live, err := indexer.ReadState(context.Background(), r.pool, r.tenant)
+	require.NoError(t, err)
+	require.Empty(t, live.Labels)
+	ds := []*bus.Delivery{first, activate, create}
+	for _, ev := range r.out.sent {
+		ds = append(ds, &bus.Delivery{Event: ev, Tenant: r.tenant})
+	}
+	require.Equal(t, indexer.Compute("indexer-test", ds), live)
+
+	// In stream order the activation finds the version.
+	r.handle(t, r.delivery(t, indexer.TypePromptActivated, map[string]any{"prompt_id": "x", "version": 2, "label": "staging"}))
+	got, err := library.LabelsOf(context.Background(), r.pool, r.tenant, "x", 2)
+	require.NoError(t, err)
+	require.Equal(t, []string{"staging"}, got)
+}
+
 func TestToolRegistryKeepsHistory(t *testing.T) {
 	r := newRig(t)
 	def := func(desc string, tags ...string) map[string]any {

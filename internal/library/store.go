@@ -93,6 +93,19 @@ func HashOf(ctx context.Context, db DB, tenant, id string, version int) (string,
 	return h, err
 }
 
+// Created returns the hash of one version and the stream sequence of the
+// event that created it, or ErrNotFound.
+func Created(ctx context.Context, db DB, tenant, id string, version int) (string, uint64, error) {
+	var h string
+	var seq int64
+	err := db.QueryRow(ctx, `SELECT hash, stream_seq FROM prompts WHERE tenant_id = $1 AND id = $2 AND version = $3`,
+		tenant, id, version).Scan(&h, &seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", 0, ErrNotFound
+	}
+	return h, uint64(seq), err
+}
+
 // Columns is the select list Scan reads, for queries over prompts p.
 const Columns = `p.tenant_id, p.id, p.version, p.hash, p.type, p.name, p.description, p.content, p.parameters,
 p.tags, p.author, p.metadata, p.created_at,
