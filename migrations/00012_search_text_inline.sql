@@ -8,8 +8,10 @@
 -- setting): the full-text arm 4.7 -> 3.2 ms p50, 10.6 -> 7.4 ms p99.
 -- The embedding still goes out of line (it alone is above the target).
 --
--- Only rows written from now on are laid out this way; VACUUM FULL
--- prompts, tools rewrites existing ones (it locks the tables).
+-- Only rows inserted from now on, or whose search text changes, are laid
+-- out this way; VACUUM FULL prompts, tools rewrites existing ones (an
+-- ACCESS EXCLUSIVE lock while it rebuilds every index: see README,
+-- "Production").
 -- +goose Up
 ALTER TABLE prompts SET (toast_tuple_target = 4080);
 ALTER TABLE tools SET (toast_tuple_target = 4080);

@@ -249,9 +249,8 @@ type searchAnswer[R any] struct {
 
 // searchCall sends a search request to subject. With asJSON it prints the
 // reply as it came and says done; otherwise it decodes the reply and
-// prints how it was retrieved.
-func searchCall[R any](ctx context.Context, e Env, cfg config.Config, subject string, timeout time.Duration, req any, asJSON bool) (searchAnswer[R], bool, error) {
-	var reply searchAnswer[R]
+// prints how it was retrieved. An error is always done.
+func searchCall[R any](ctx context.Context, e Env, cfg config.Config, subject string, timeout time.Duration, req any, asJSON bool) (reply searchAnswer[R], done bool, err error) {
 	var raw json.RawMessage
 	if err := call(ctx, e, cfg, subject, timeout, req, &raw); err != nil {
 		return reply, true, err

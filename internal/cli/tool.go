@@ -16,8 +16,9 @@ import (
 	"github.com/agentq/agentq/internal/indexer"
 )
 
-// This file holds agentq tool (register, search); the catalog machinery it
-// uses is in prompt.go.
+// This file holds agentq tool (register, search); what it shares with
+// agentq prompt is in prompt.go (dispatch), entries.go (reading files),
+// catalog.go (publishing) and promptview.go (searchCall).
 
 func init() {
 	register("tool", "the tool registry: register tools from files or flags, search them", runTool)

@@ -67,22 +67,11 @@ func (k kind) cols(alias string) string {
 	return strings.Join(out, ", ")
 }
 
-// retrievalSQL builds the candidate CTEs of one search in one statement,
-// ending in fused (keys, dist, lrank, rrf), best first, at most {k} rows. filter is the
-// arms' WHERE condition over alias a. model and dim name the vectors (mode
-// Hybrid or Vector). Placeholders: {k}, {vec}, {query}, {tenant}, {lexn}.
-//
-// The full-text arm is BM25 (Lucene's IDF, k1, b) over a bounded
-// candidate set. IDF comes from search_lexemes and search_corpus
-// (migrations/00008, kept by triggers) and the changes not folded into
-// them yet (search_stats_log, 00011) for the tenant and _global.
-// Candidates are the rows holding the query's rarer lexemes, taken
-// rarest first while their summed document frequencies stay within {lexn}
-// (the rarest one always), at most {lexn} rows, plus at most {lexn} rows
-// holding every word: a common word never floods the candidates,
-// and ranking costs a bounded number of row reads whatever the corpus
-// size. A lexeme's term frequency is read from the row's tsvector
-// positions, weighted by field; a row's length is length(search_text).
+// retrievalSQL builds the candidate CTEs of one search, ending in fused
+// (keys, dist, lrank, rrf), best first, at most {k} rows; the caller adds
+// the SELECT over fused. filter is the arms' WHERE condition over alias
+// a. model and dim name the vectors (mode Hybrid or Vector).
+// Placeholders: {k}, {vec}, {query}, {tenant}, {lexn}.
 func (t tuning) retrievalSQL(k kind, mode Mode, filter, model string, dim int) (string, error) {
 	var ctes []string
 	if mode != Lexical {
@@ -117,6 +106,18 @@ func vecCTE(k kind, filter, model string, dim int) (string, error) {
 
 // lexCTEs are the full-text arm, ending in lex (keys, lrank, cov, r), the
 // {k} best BM25 matches passing filter, r their rank.
+//
+// BM25 (Lucene's IDF, k1, b) over a bounded candidate set. IDF comes from
+// search_lexemes and search_corpus (migrations/00008, kept by triggers)
+// and the changes not folded into them yet (search_stats_log, 00011) for
+// the tenant and _global. Candidates are the rows holding the query's
+// rarer lexemes, taken rarest first while their summed document
+// frequencies stay within {lexn} (the rarest one always), at most {lexn}
+// rows, plus at most {lexn} rows holding every word: a common word never
+// floods the candidates, and ranking costs a bounded number of row reads
+// whatever the corpus size. A lexeme's term frequency is read from the
+// row's tsvector positions, weighted by field; a row's length is
+// length(search_text).
 func (t tuning) lexCTEs(k kind, filter string) []string {
 	keysA, keysC := k.cols("a"), k.cols("c")
 	keys := strings.Join(k.keys, ", ")
@@ -444,30 +445,27 @@ func (s *Searcher) FullTextArm(ctx context.Context, kind EvalKind, tenant, query
 	if err != nil {
 		return 0, err
 	}
-	ctes, err := tune.retrievalSQL(kd, Lexical, filter, "", 0)
-	if err != nil {
-		return 0, err
-	}
-	sql, args := bind(ctes+"\nSELECT * FROM fused", map[string]any{"tenant": lit, "query": query, "k": k, "lexn": s.opts.LexicalCandidates})
+	named := map[string]any{"tenant": lit, "query": query, "k": k, "lexn": s.opts.LexicalCandidates}
 	n := 0
-	err = s.query(ctx, plan{mode: Lexical}, k, sql, args, func(pgx.Rows) error { n++; return nil })
+	err = s.retrieve(ctx, plan{mode: Lexical}, k, kd, tune, filter, named, "\nSELECT * FROM fused", func(pgx.Rows) error { n++; return nil })
 	return n, err
 }
 
 // retrieve runs the retrieval of one search in one statement ending in
 // tail (the SELECT over fused that fetches the candidates' rows), and
-// scans its rows. named holds the placeholders' values (see bind).
+// scans its rows. topK is the candidates retrieved ({k}); named holds the
+// placeholders' values (see bind).
 //
 // Running the two arms as two statements on two connections at once, and
 // fusing them in a third, was measured (native Postgres, 100,000
 // prompts, 600 queries alternating with this): prompt search p50 7.8 ->
 // 7.0 ms, p99 no better, tool search slower. The vector arm is most of
 // the time and the fusing statement costs ~0.7 ms, so it was not kept.
-func (s *Searcher) retrieve(ctx context.Context, p plan, k int, kd kind, tune tuning, filter string, named map[string]any, tail string, scan func(pgx.Rows) error) error {
+func (s *Searcher) retrieve(ctx context.Context, p plan, topK int, kd kind, tune tuning, filter string, named map[string]any, tail string, scan func(pgx.Rows) error) error {
 	ctes, err := tune.retrievalSQL(kd, p.mode, filter, p.model, len(p.vec))
 	if err != nil {
 		return err
 	}
 	sql, args := bind(ctes+tail, named)
-	return s.query(ctx, p, k, sql, args, scan)
+	return s.query(ctx, p, topK, sql, args, scan)
 }

@@ -3,7 +3,6 @@ package search_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -24,13 +23,20 @@ func TestSearchTextIsReadFromTheRow(t *testing.T) {
 	f := newFixture(t, lexical, search.Options{})
 	ctx := context.Background()
 	tenant, w := testenv.Tenant(t), word(t)
-	// ~150 distinct words: a ~1 kB tsvector beside ~1 kB of content and a
-	// 4 kB vector, the shape of a real prompt.
+	// The shape of a real prompt: ~160 words over ~80 distinct ones, a
+	// ~1 kB tsvector beside ~1.2 kB of content and a 4 kB vector.
+	vocabulary := strings.Fields(`review reconcile ledger invoice customer account balance payment refund
+		report summary quarter revenue expense budget forecast variance approval policy contract vendor
+		supplier shipment order delivery warehouse inventory stock return damage claim insurance premium
+		coverage deductible adjuster estimate repair schedule appointment calendar meeting agenda minutes
+		action owner deadline priority escalation incident outage latency error retry timeout database
+		index query migration backup restore snapshot replica cluster region tenant project release
+		changelog version feature regression bisect commit branch merge pipeline deploy rollback canary`)
 	var words []string
-	for i := range 150 {
-		words = append(words, fmt.Sprintf("%s%dterm", w, i))
+	for i := range 160 {
+		words = append(words, vocabulary[i%len(vocabulary)])
 	}
-	content := strings.Join(words, " ")
+	content := w + " " + strings.Join(words, " ")
 	f.prompt(promptSpec{tenant: tenant, id: "long-" + w, content: content})
 	f.tool(tenant, "long_"+w, content, time.Time{})
 
