@@ -84,12 +84,7 @@ func Head(ctx context.Context, db DB, tenant, id string) (version int, hash stri
 
 // HashOf returns the hash of one version, or ErrNotFound.
 func HashOf(ctx context.Context, db DB, tenant, id string, version int) (string, error) {
-	var h string
-	err := db.QueryRow(ctx, `SELECT hash FROM prompts WHERE tenant_id = $1 AND id = $2 AND version = $3`,
-		tenant, id, version).Scan(&h)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", ErrNotFound
-	}
+	h, _, err := Created(ctx, db, tenant, id, version)
 	return h, err
 }
 

@@ -81,12 +81,11 @@ func (s *Searcher) Prompts(ctx context.Context, tenant string, req PromptsReques
 	k := max(s.opts.PromptK, limit)
 	p := s.plan(ctx, s.emb.Prompts, q)
 
-	lit, err := tenantLiteral(tenant)
+	named, err := s.named(tenant, q, k)
 	if err != nil {
 		return PromptsResponse{}, err
 	}
 	filter := promptFilter
-	named := map[string]any{"tenant": lit, "query": q, "k": k, "lexn": s.opts.LexicalCandidates}
 	if req.Type != "" {
 		filter += ` AND a.type = {type}`
 		named["type"] = req.Type

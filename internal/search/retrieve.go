@@ -269,10 +269,15 @@ func bind(sql string, named map[string]any) (string, []any) {
 // sqlLiteral is a value quoted as an SQL literal, which bind inlines.
 type sqlLiteral string
 
-// tenantLiteral is tenant as an SQL literal.
-func tenantLiteral(tenant string) (sqlLiteral, error) {
-	l, err := literal(tenant)
-	return sqlLiteral(l), err
+// named returns the placeholders' values every retrieval uses (see
+// retrievalSQL): the tenant as an SQL literal (see statements.go), the
+// query, K and the full-text bound.
+func (s *Searcher) named(tenant, query string, k int) (map[string]any, error) {
+	lit, err := literal(tenant)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"tenant": sqlLiteral(lit), "query": query, "k": k, "lexn": s.opts.LexicalCandidates}, nil
 }
 
 // plan is how one search retrieves: the mode, and the query vector when
@@ -441,11 +446,10 @@ func (s *Searcher) FullTextArm(ctx context.Context, kind EvalKind, tenant, query
 	if kind == EvalTools {
 		k, tune, kd, filter = s.opts.ToolK, s.toolTune, toolKind, toolFilter
 	}
-	lit, err := tenantLiteral(tenant)
+	named, err := s.named(tenant, query, k)
 	if err != nil {
 		return 0, err
 	}
-	named := map[string]any{"tenant": lit, "query": query, "k": k, "lexn": s.opts.LexicalCandidates}
 	n := 0
 	err = s.retrieve(ctx, plan{mode: Lexical}, k, kd, tune, filter, named, "\nSELECT * FROM fused", func(pgx.Rows) error { n++; return nil })
 	return n, err

@@ -87,11 +87,10 @@ func (s *Searcher) Tools(ctx context.Context, tenant string, req ToolsRequest) (
 	k := max(s.opts.ToolK, limit)
 	p := s.plan(ctx, s.emb.Tools, q)
 
-	lit, err := tenantLiteral(tenant)
+	named, err := s.named(tenant, q, k)
 	if err != nil {
 		return ToolsResponse{}, err
 	}
-	named := map[string]any{"tenant": lit, "query": q, "k": k, "lexn": s.opts.LexicalCandidates}
 	filter := toolFilter
 	if len(req.ExcludeNames) > 0 {
 		filter += ` AND NOT (a.name = ANY ({excl}::text[]))`
