@@ -196,22 +196,28 @@ type SearchFigures struct {
 
 // IndexerBenchResult is what one bench indexer run measured.
 type IndexerBenchResult struct {
-	Database          string          `json:"database"`
-	Server            string          `json:"server"`
-	PGVector          string          `json:"pgvector"`
-	PoolMaxConns      int32           `json:"pool_max_conns"`
-	Tenant            string          `json:"tenant"`
-	Prompts           int             `json:"prompts"`
-	PromptIDs         int             `json:"prompt_ids"`
-	Tools             int             `json:"tools"`
-	Requests          int             `json:"requests"`
-	Rounds            int             `json:"rounds"`
-	BatchSize         int             `json:"batch_size"`
-	PromptModel       string          `json:"prompt_model"`
-	ToolModel         string          `json:"tool_model"`
-	PromptK           int             `json:"prompt_k"`
-	ToolK             int             `json:"tool_k"`
-	EFSearch          int             `json:"ef_search"`
+	Database     string `json:"database"`
+	Server       string `json:"server"`
+	PGVector     string `json:"pgvector"`
+	PoolMaxConns int32  `json:"pool_max_conns"`
+	Tenant       string `json:"tenant"`
+	Prompts      int    `json:"prompts"`
+	PromptIDs    int    `json:"prompt_ids"`
+	Tools        int    `json:"tools"`
+	Requests     int    `json:"requests"`
+	Rounds       int    `json:"rounds"`
+	BatchSize    int    `json:"batch_size"`
+	PromptModel  string `json:"prompt_model"`
+	ToolModel    string `json:"tool_model"`
+	PromptK      int    `json:"prompt_k"`
+	ToolK        int    `json:"tool_k"`
+	EFSearch     int    `json:"ef_search"`
+	PromptIndex  string `json:"prompt_index"`
+	Probes       int    `json:"probes"`
+	// PromptLists are the lists of prompts' IVFFlat index searched (0:
+	// HNSW), after the maintenance the indexer runs (PromptRebuild).
+	PromptLists       int             `json:"prompt_index_lists"`
+	PromptRebuild     *IndexRebuild   `json:"prompt_index_rebuild,omitempty"`
 	LexicalCandidates int             `json:"lexical_candidates"`
 	PromptWords       float64         `json:"prompt_words_mean"`
 	Indexing          IndexingFigures `json:"indexing"`
@@ -224,6 +230,15 @@ type IndexerBenchResult struct {
 	Copies     int       `json:"indexer_copies"`
 	Writers    int       `json:"indexer_writers"`
 	SearchOnly bool      `json:"search_only"`
+}
+
+// IndexRebuild is a rebuild of prompts' IVFFlat index before search was
+// measured: lists before and after, seconds it took.
+type IndexRebuild struct {
+	Rows    int     `json:"rows"`
+	From    int     `json:"from_lists"`
+	To      int     `json:"to_lists"`
+	Seconds float64 `json:"seconds"`
 }
 
 // KNNRecall is the mean share of the exact K nearest rows the kNN
@@ -354,6 +369,7 @@ func BenchIndexer(ctx context.Context, cfg config.Config, o IndexerBenchOptions,
 	sc := cfg.Search
 	res.PromptK, res.ToolK = max(sc.PromptK, sc.PromptLimit), max(sc.ToolK, sc.ToolLimit)
 	res.EFSearch, res.LexicalCandidates = sc.EFSearch, sc.LexicalCandidates
+	res.PromptIndex, res.Probes = sc.PromptIndex, sc.Probes
 
 	// Our own embedders, the same models as the indexer's: the embedder
 	// alone, and the query vectors of the bare kNN.
@@ -383,7 +399,8 @@ func BenchIndexer(ctx context.Context, cfg config.Config, o IndexerBenchOptions,
 	if err != nil {
 		return res, err
 	}
-	b := &indexerBench{d: d, cfg: cfg, o: o, c: c, tenant: res.Tenant, say: say, pe: pe, te: te, res: &res, log: log, lexical: lexical}
+	b := &indexerBench{d: d, cfg: cfg, o: o, c: c, tenant: res.Tenant, say: say, pe: pe, te: te, res: &res, log: log, lexical: lexical,
+		searchOpts: indexer.SearchOptions(cfg.Search)}
 	if res.SearchOnly {
 		if err := b.existing(ctx); err != nil {
 			return res, err
@@ -423,7 +440,8 @@ type indexerBench struct {
 	pe, te embed.Embedder
 	res    *IndexerBenchResult
 	// lexical gives the statement of search's full-text arm (an anchor).
-	lexical *search.Searcher
-	stop    func() // stops the indexer copies
-	log     zerolog.Logger
+	lexical    *search.Searcher
+	searchOpts search.Options // the indexer's
+	stop       func()         // stops the indexer copies
+	log        zerolog.Logger
 }

@@ -7,26 +7,39 @@ import (
 	"strings"
 )
 
+// promptIndex says which index prompt search ran against.
+func promptIndex(r IndexerBenchResult) string {
+	if r.PromptIndex != "ivfflat" {
+		return r.PromptIndex
+	}
+	s := fmt.Sprintf("ivfflat, %d lists, probes %d", r.PromptLists, r.Probes)
+	if rb := r.PromptRebuild; rb != nil {
+		s += fmt.Sprintf(" (rebuilt for %d rows from %d lists before search, in %.1f s)", rb.Rows, rb.From, rb.Seconds)
+	}
+	return s
+}
+
 func printIndexerBench(w io.Writer, r IndexerBenchResult) {
 	ix := r.Indexing
 	fmt.Fprintf(w, `agentq bench indexer: %d prompts (%d ids, %.0f words on average), %d tools; tenant %s
   database: %s
   server: %s, pgvector %s, pool of %d connections, batch %d, indexer copies %d of %d writers each
   models: prompts %s, tools %s; prompt K %d, tool K %d, ef_search %d, full-text candidates %d
+  prompts' vector index: %s
 
 %sindexing (events applied per second)
   publish, async with acks (indexer stopped)        %9.0f /s
   prompts: indexer draining the backlog             %9.0f /s   (first publish → last prompt.indexed: %.0f /s)
     embedder alone (%s, %d texts)%s %9.0f /s
     bare INSERT, no vectors (anchor, %d rows)%s %9.0f /s
-    bare INSERT with vectors (HNSW maintained)      %9.0f /s
+    bare INSERT with vectors (index maintained)     %9.0f /s
   tools: indexer draining the backlog               %9.0f /s
     embedder alone (%s, %d texts)%s %9.0f /s
     bare INSERT, no vectors (anchor, %d rows)%s %9.0f /s
     bare INSERT with vectors (HNSW maintained)      %9.0f /s
   rejected: %d
 `, r.Prompts, r.PromptIDs, r.PromptWords, r.Tools, r.Tenant, r.Database, r.Server, r.PGVector, r.PoolMaxConns, r.BatchSize, r.Copies, r.Writers,
-		r.PromptModel, r.ToolModel, r.PromptK, r.ToolK, r.EFSearch, r.LexicalCandidates, skipped(r.SearchOnly),
+		r.PromptModel, r.ToolModel, r.PromptK, r.ToolK, r.EFSearch, r.LexicalCandidates, promptIndex(r), skipped(r.SearchOnly),
 		ix.Publish, ix.Prompts, ix.PromptsWall,
 		r.PromptModel, ix.PromptEmbedSamples, pad(r.PromptModel, ix.PromptEmbedSamples), ix.PromptsEmbed,
 		ix.AnchorPrompts, padTo(fmt.Sprintf("    bare INSERT, no vectors (anchor, %d rows)", ix.AnchorPrompts)), ix.PromptsInsert, ix.PromptsInsertVectors, ix.Tools,

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
@@ -64,6 +65,9 @@ func (b *indexerBench) search(ctx context.Context) error {
 	iterative, err := b.iterativeScan(ctx)
 	if err != nil {
 		return err
+	}
+	if err := b.maintainIndex(ctx); err != nil {
+		return fmt.Errorf("vector index maintenance: %w", err)
 	}
 	if err := b.recall(ctx, iterative, pv, tv); err != nil {
 		return fmt.Errorf("kNN recall: %w", err)
@@ -138,7 +142,7 @@ func (b *indexerBench) search(ctx context.Context) error {
 		{"knn.prompts", func(n int) func(context.Context, int) error {
 			sql := b.knnSQL("prompts", pv[0])
 			return func(ctx context.Context, i int) error {
-				return b.bareKNN(ctx, sql, iterative, k.PromptK, pv[i%len(pv)])
+				return b.bareKNN(ctx, search.EvalPrompts, sql, iterative, k.PromptK, pv[i%len(pv)])
 			}
 		}},
 		{"fulltext.prompts", func(n int) func(context.Context, int) error {
@@ -153,7 +157,7 @@ func (b *indexerBench) search(ctx context.Context) error {
 		{"knn.tools", func(n int) func(context.Context, int) error {
 			sql := b.knnSQL("tools", tv[0])
 			return func(ctx context.Context, i int) error {
-				return b.bareKNN(ctx, sql, iterative, k.ToolK, tv[i%len(tv)])
+				return b.bareKNN(ctx, search.EvalTools, sql, iterative, k.ToolK, tv[i%len(tv)])
 			}
 		}},
 		{"fulltext.tools", func(n int) func(context.Context, int) error {
@@ -307,29 +311,57 @@ WHERE a.embedding_model = '%s' AND a.tenant_id IN ($1, '_global') %s
 ORDER BY %s LIMIT $3`, keys, dist, table, strings.ReplaceAll(model, "'", "''"), filter, dist)
 }
 
+// maintainIndex runs the indexer's index maintenance (search.MaintainIndexes)
+// now, rather than at its next check: search is measured against prompts'
+// IVFFlat index as the indexer keeps it for these rows. While an indexer
+// copy runs it, it waits.
+func (b *indexerBench) maintainIndex(ctx context.Context) error {
+	emb := search.Embedders{Prompts: b.pe, Tools: b.te}
+	for {
+		m, err := search.MaintainIndexes(ctx, b.d.Pool, emb, b.searchOpts.Indexes())
+		if err != nil {
+			return err
+		}
+		if !m.OtherCopy {
+			b.res.PromptLists = m.Lists
+			if m.Rebuilt {
+				b.res.PromptRebuild = &IndexRebuild{Rows: m.Rows, From: m.Before, To: m.Lists, Seconds: m.Took.Seconds()}
+				b.say("rebuilt prompts' IVFFlat index for %d rows: %d lists (was %d), in %s", m.Rows, m.Lists, m.Before, m.Took.Round(time.Millisecond))
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // bareKNN runs the kNN statement as search runs its statement: exec mode
-// (a custom plan), in a read-only transaction with SET LOCAL ef_search
-// (and iterative scan on pgvector 0.8+).
-func (b *indexerBench) bareKNN(ctx context.Context, sql string, iterative bool, k int, v pgvector.Vector) error {
-	return b.knnTx(ctx, iterative, k, false, func(tx pgx.Tx) error {
+// (a custom plan), in a read-only transaction with the vector index's
+// settings set locally.
+func (b *indexerBench) bareKNN(ctx context.Context, kind search.EvalKind, sql string, iterative bool, k int, v pgvector.Vector) error {
+	return b.knnTx(ctx, kind, iterative, k, false, func(tx pgx.Tx) error {
 		return drain(tx.Query(ctx, sql, pgx.QueryExecModeExec, b.tenant, v, k))
 	})
 }
 
-// knnTx runs f in a read-only transaction with the HNSW settings search
-// uses for k candidates, and with index scans off when exact (the kNN
-// statement then scans and sorts every served row).
-func (b *indexerBench) knnTx(ctx context.Context, iterative bool, k int, exact bool, f func(pgx.Tx) error) error {
-	ef := strconv.Itoa(max(b.res.EFSearch, k))
+// knnTx runs f in a read-only transaction with the settings search runs a
+// kNN query of kind for k candidates under (search.KNNSettings), and with
+// index scans off when exact (the kNN statement then scans and sorts every
+// served row).
+func (b *indexerBench) knnTx(ctx context.Context, kind search.EvalKind, iterative bool, k int, exact bool, f func(pgx.Tx) error) error {
+	set := search.KNNSettings(kind, k, b.searchOpts, iterative)
+	if exact {
+		set = append(set, "enable_indexscan", "off")
+	}
+	parts := make([]string, 0, len(set)/2)
+	for i := 0; i < len(set); i += 2 {
+		parts = append(parts, fmt.Sprintf("set_config($%d, $%d, true)", i+1, i+2))
+	}
 	return pgx.BeginTxFunc(ctx, b.d.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		set := `SELECT set_config('hnsw.ef_search', $1, true)`
-		if iterative {
-			set += `, set_config('hnsw.iterative_scan', 'relaxed_order', true)`
-		}
-		if exact {
-			set += `, set_config('enable_indexscan', 'off', true)`
-		}
-		if _, err := tx.Exec(ctx, set, ef); err != nil {
+		if _, err := tx.Exec(ctx, "SELECT "+strings.Join(parts, ", "), set...); err != nil {
 			return err
 		}
 		return f(tx)
@@ -347,17 +379,21 @@ func (b *indexerBench) recall(ctx context.Context, iterative bool, pv, tv []pgve
 	n := min(recallQueries, len(pv), len(tv))
 	b.say("kNN recall@K against exact scans, %d queries of each kind", n)
 	one := func(table string, k int, vs []pgvector.Vector) (float64, error) {
+		kind := search.EvalPrompts
+		if table == "tools" {
+			kind = search.EvalTools
+		}
 		if n == 0 {
 			return 0, nil
 		}
 		sql := b.knnSQL(table, vs[0])
 		total := 0.0
 		for _, v := range vs[:n] {
-			approx, err := b.knnKeys(ctx, sql, iterative, k, v, false)
+			approx, err := b.knnKeys(ctx, kind, sql, iterative, k, v, false)
 			if err != nil {
 				return 0, err
 			}
-			exact, err := b.knnKeys(ctx, sql, iterative, k, v, true)
+			exact, err := b.knnKeys(ctx, kind, sql, iterative, k, v, true)
 			if err != nil {
 				return 0, err
 			}
@@ -386,9 +422,9 @@ func (b *indexerBench) recall(ctx context.Context, iterative bool, pv, tv []pgve
 
 // knnKeys returns the keys the kNN statement returns, as bareKNN runs it,
 // or with index scans off: the exact answer.
-func (b *indexerBench) knnKeys(ctx context.Context, sql string, iterative bool, k int, v pgvector.Vector, exact bool) (map[string]bool, error) {
+func (b *indexerBench) knnKeys(ctx context.Context, kind search.EvalKind, sql string, iterative bool, k int, v pgvector.Vector, exact bool) (map[string]bool, error) {
 	keys := map[string]bool{}
-	err := b.knnTx(ctx, iterative, k, exact, func(tx pgx.Tx) error {
+	err := b.knnTx(ctx, kind, iterative, k, exact, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, sql, pgx.QueryExecModeExec, b.tenant, v, k)
 		if err != nil {
 			return err

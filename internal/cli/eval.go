@@ -124,7 +124,7 @@ func runEval(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, 
 	}
 	defer closeDB()
 
-	rep, err := evaluateRetrieval(ctx, pool, k, set, emb, *depth, log)
+	rep, err := evaluateRetrieval(ctx, pool, k, set, emb, indexer.SearchOptions(cfg.Search), *depth, log)
 	if err != nil {
 		return err
 	}
@@ -146,11 +146,13 @@ func runEval(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, 
 }
 
 // evaluateRetrieval loads set into a scratch tenant, measures each arm and
-// deletes the tenant.
-func evaluateRetrieval(ctx context.Context, pool *pgxpool.Pool, k search.EvalKind, set search.EvalSet, emb embed.Embedder, depth int, log zerolog.Logger) (evalReport, error) {
+// deletes the tenant. so are the search options of the configuration: the
+// vector index among them, so the eval never replaces the index the
+// indexer runs with.
+func evaluateRetrieval(ctx context.Context, pool *pgxpool.Pool, k search.EvalKind, set search.EvalSet, emb embed.Embedder, so search.Options, depth int, log zerolog.Logger) (evalReport, error) {
 	rep := evalReport{Set: set.Name, Kind: string(k), Embedder: emb.Model(), Docs: len(set.Docs), Queries: len(set.Queries)}
 	embs := search.Embedders{Prompts: emb, Tools: emb}
-	if err := search.EnsureIndexes(ctx, pool, embs); err != nil {
+	if err := search.EnsureIndexes(ctx, pool, embs, so.Indexes()); err != nil {
 		return rep, err
 	}
 	b := make([]byte, 6)
@@ -170,7 +172,7 @@ func evaluateRetrieval(ctx context.Context, pool *pgxpool.Pool, k search.EvalKin
 	if err := search.LoadCorpus(ctx, pool, tenant, k, set, emb); err != nil {
 		return rep, err
 	}
-	s, err := search.New(pool, embs, search.Options{}, log)
+	s, err := search.New(pool, embs, so, log)
 	if err != nil {
 		return rep, err
 	}

@@ -58,7 +58,7 @@ func runReindex(ctx context.Context, e Env, cfg config.Config, log zerolog.Logge
 	defer release()
 	bar := newBar(e.Stderr)
 	rep, err := indexer.Reindex(ctx, pool, emb, indexer.ReindexOptions{Tenant: *tenant, All: *all, BatchSize: *batch,
-		Progress: bar.update})
+		Progress: bar.update, Indexes: indexer.SearchOptions(cfg.Search).Indexes()})
 	bar.finish()
 	if err != nil {
 		return err

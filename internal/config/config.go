@@ -43,6 +43,9 @@ type Search struct {
 	ToolWeights          [4]float64    //
 	HalfLife             time.Duration // recency half-life
 	EFSearch             int           // hnsw.ef_search (raised to K)
+	PromptIndex          string        // vector index of prompts: ivfflat or hnsw
+	Probes               int           // ivfflat.probes
+	IndexCheck           time.Duration // how often the indexer looks whether an IVFFlat index needs rebuilding
 	LexicalCandidates    int           // full-text matches ranked per query, the p99 bound
 	NeutralQuality       float64       // quality of a candidate with no figures yet
 	EmbedTimeout         time.Duration // past it a search answers from full text, flagged degraded
@@ -143,7 +146,10 @@ var Vars = []Var{
 	{"AGENTQ_SEARCH_PROMPT_WEIGHTS", "0.4,0.3,0.2,0.1", "prompt ranking weights: similarity, quality, recency, usage"},
 	{"AGENTQ_SEARCH_TOOL_WEIGHTS", "0.5,0.35,0.15,0", "tool ranking weights: similarity, quality, recency, usage"},
 	{"AGENTQ_SEARCH_HALF_LIFE", "168h", "recency half-life"},
-	{"AGENTQ_SEARCH_EF_SEARCH", "64", "hnsw.ef_search of the vector arm (raised to K)"},
+	{"AGENTQ_SEARCH_EF_SEARCH", "64", "hnsw.ef_search of the vector arm of an HNSW index (raised to K)"},
+	{"AGENTQ_SEARCH_PROMPT_INDEX", "ivfflat", "vector index of prompts: ivfflat (cheap to insert into; the indexer rebuilds it as the served prompts grow) or hnsw; a change takes effect when the indexer starts"},
+	{"AGENTQ_SEARCH_PROBES", "10", "ivfflat.probes of the vector arm of an IVFFlat index: lists scanned, about 400 rows each"},
+	{"AGENTQ_SEARCH_INDEX_CHECK", "30s", "how often an indexer copy looks whether prompts' IVFFlat index should be rebuilt for the rows it covers (when they have grown or shrunk by half since it was built; without blocking writes or searches)"},
 	{"AGENTQ_SEARCH_LEXICAL_CANDIDATES", "200", "full-text matches ranked per query form: bounds the lexical arm's cost"},
 	{"AGENTQ_SEARCH_NEUTRAL_QUALITY", "0.5", "quality given to a prompt or tool with no figures yet"},
 	{"AGENTQ_SEARCH_EMBED_TIMEOUT", "1s", "longest wait for a query's embedding; past it the search answers from full text, flagged degraded"},
@@ -256,6 +262,7 @@ func Load(getenv func(string) string) (Config, error) {
 			ToolK: num("AGENTQ_SEARCH_TOOL_K"), ToolLimit: num("AGENTQ_SEARCH_TOOL_LIMIT"),
 			PromptWeights: weights("AGENTQ_SEARCH_PROMPT_WEIGHTS"), ToolWeights: weights("AGENTQ_SEARCH_TOOL_WEIGHTS"),
 			HalfLife: dur("AGENTQ_SEARCH_HALF_LIFE"), EFSearch: num("AGENTQ_SEARCH_EF_SEARCH"),
+			PromptIndex: get("AGENTQ_SEARCH_PROMPT_INDEX"), Probes: num("AGENTQ_SEARCH_PROBES"), IndexCheck: dur("AGENTQ_SEARCH_INDEX_CHECK"),
 			LexicalCandidates: num("AGENTQ_SEARCH_LEXICAL_CANDIDATES"), NeutralQuality: float("AGENTQ_SEARCH_NEUTRAL_QUALITY"),
 			EmbedTimeout: dur("AGENTQ_SEARCH_EMBED_TIMEOUT"), CacheSize: num("AGENTQ_SEARCH_CACHE_SIZE"),
 			GetCacheSize: num("AGENTQ_SEARCH_GET_CACHE_SIZE"), GetCacheTTL: dur("AGENTQ_SEARCH_GET_CACHE_TTL"),
@@ -339,6 +346,9 @@ func (c Config) Validate() error {
 	check(c.Search.ToolLimit >= 1 && c.Search.ToolLimit <= 100, "AGENTQ_SEARCH_TOOL_LIMIT %d: want 1..100", c.Search.ToolLimit)
 	check(c.Search.HalfLife > 0, "AGENTQ_SEARCH_HALF_LIFE must be positive")
 	check(c.Search.EFSearch >= 1 && c.Search.EFSearch <= 1000, "AGENTQ_SEARCH_EF_SEARCH %d: want 1..1000", c.Search.EFSearch)
+	check(oneOf(c.Search.PromptIndex, "ivfflat", "hnsw"), "AGENTQ_SEARCH_PROMPT_INDEX %q: want ivfflat or hnsw", c.Search.PromptIndex)
+	check(c.Search.IndexCheck > 0, "AGENTQ_SEARCH_INDEX_CHECK must be positive")
+	check(c.Search.Probes >= 1 && c.Search.Probes <= 10000, "AGENTQ_SEARCH_PROBES %d: want 1..10000", c.Search.Probes)
 	check(c.Search.LexicalCandidates >= 1, "AGENTQ_SEARCH_LEXICAL_CANDIDATES must be positive")
 	check(c.Search.NeutralQuality >= 0 && c.Search.NeutralQuality <= 1, "AGENTQ_SEARCH_NEUTRAL_QUALITY %v: want 0..1", c.Search.NeutralQuality)
 	check(c.Search.EmbedTimeout > 0, "AGENTQ_SEARCH_EMBED_TIMEOUT must be positive")

@@ -91,7 +91,9 @@ func RebuildTarget(pool *pgxpool.Pool, emb Embedders, opts Options, log zerolog.
 // results for its prompts.get cache; the returned func stops both.
 func serveSearch(ctx context.Context, d *app.Deps, emb Embedders) (*search.Searcher, func(), error) {
 	semb := search.Embedders{Prompts: emb.Prompts, Tools: emb.Tools}
-	if err := search.EnsureIndexes(ctx, d.Pool, semb); err != nil {
+	c := d.Config.Search
+	opts := SearchOptions(c)
+	if err := search.EnsureIndexes(ctx, d.Pool, semb, opts.Indexes()); err != nil {
 		if !bus.IsUnavailable(err) {
 			return nil, nil, fmt.Errorf("vector indexes: %w", err)
 		}
@@ -99,10 +101,10 @@ func serveSearch(ctx context.Context, d *app.Deps, emb Embedders) (*search.Searc
 		// anyway (the vector arm scans until the index exists) and
 		// create the index when it answers.
 		d.Log.Warn().Err(err).Msg("vector indexes wait for the embedding provider")
-		go ensureIndexesLater(ctx, d, semb)
+		go ensureIndexesLater(ctx, d, semb, opts.Indexes())
 	}
-	c := d.Config.Search
-	s, err := search.New(d.Pool, semb, SearchOptions(c), d.Log)
+	go maintainIndexes(ctx, d, semb, opts.Indexes(), c.IndexCheck)
+	s, err := search.New(d.Pool, semb, opts, d.Log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -127,14 +129,14 @@ func serveSearch(ctx context.Context, d *app.Deps, emb Embedders) (*search.Searc
 	return s, func() { _ = svc.Stop(); unfollow() }, nil
 }
 
-func ensureIndexesLater(ctx context.Context, d *app.Deps, semb search.Embedders) {
+func ensureIndexesLater(ctx context.Context, d *app.Deps, semb search.Embedders, o search.IndexOptions) {
 	for wait := time.Second; ; wait = min(2*wait, time.Minute) {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
 		}
-		err := search.EnsureIndexes(ctx, d.Pool, semb)
+		err := search.EnsureIndexes(ctx, d.Pool, semb, o)
 		if err == nil {
 			d.Log.Info().Msg("vector indexes created")
 			return
@@ -142,6 +144,31 @@ func ensureIndexesLater(ctx context.Context, d *app.Deps, semb search.Embedders)
 		if !bus.IsUnavailable(err) && ctx.Err() == nil {
 			d.Log.Error().Err(err).Msg("vector indexes")
 			return
+		}
+	}
+}
+
+// maintainIndexes runs search.MaintainIndexes every interval until ctx
+// ends: an IVFFlat index is rebuilt as the prompts it covers grow. A
+// failure is logged and tried again at the next check.
+func maintainIndexes(ctx context.Context, d *app.Deps, semb search.Embedders, o search.IndexOptions, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m, err := search.MaintainIndexes(ctx, d.Pool, semb, o)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			d.Log.Warn().Err(err).Msg("vector index maintenance; trying again at the next check")
+		case m.Rebuilt:
+			d.Log.Info().Str("index", m.Index).Int("rows", m.Rows).Int("lists", m.Lists).Int("lists_before", m.Before).
+				Dur("took", m.Took).Strs("dropped", m.Dropped).Msg("vector index rebuilt for the rows it covers")
+		case len(m.Dropped) > 0:
+			d.Log.Info().Strs("dropped", m.Dropped).Msg("vector indexes dropped")
 		}
 	}
 }
@@ -156,6 +183,7 @@ func SearchOptions(c config.Search) search.Options {
 		PromptK: c.PromptK, PromptLimit: c.PromptLimit, ToolK: c.ToolK, ToolLimit: c.ToolLimit,
 		PromptWeights: weights(c.PromptWeights), ToolWeights: weights(c.ToolWeights),
 		HalfLife: c.HalfLife, EFSearch: c.EFSearch, LexicalCandidates: c.LexicalCandidates,
+		PromptIndex: search.Method(c.PromptIndex), Probes: c.Probes,
 		NeutralQuality: c.NeutralQuality, EmbedTimeout: c.EmbedTimeout, CacheSize: c.CacheSize,
 		GetCacheSize: c.GetCacheSize, GetCacheTTL: c.GetCacheTTL, Prepared: c.Prepared,
 	}

@@ -22,6 +22,8 @@ type ReindexOptions struct {
 	Tenant    string // "" = every tenant
 	All       bool   // re-embed every row, not only those of another model
 	BatchSize int    // rows per embedding call and update; default 64
+	// Indexes are the vector indexes to create for the models in force.
+	Indexes search.IndexOptions
 	// Progress, when set, is called after each batch with the kind
 	// (KindPrompts or KindTools), rows done and rows to do.
 	Progress func(kind string, done, total int)
@@ -54,7 +56,7 @@ func Reindex(ctx context.Context, pool *pgxpool.Pool, emb Embedders, o ReindexOp
 	if rep.Tools, rep.SkippedTools, err = reindexKind(ctx, pool, emb.Tools, KindTools, o); err != nil {
 		return rep, err
 	}
-	if err := search.EnsureIndexes(ctx, pool, search.Embedders{Prompts: emb.Prompts, Tools: emb.Tools}); err != nil {
+	if err := search.EnsureIndexes(ctx, pool, search.Embedders{Prompts: emb.Prompts, Tools: emb.Tools}, o.Indexes); err != nil {
 		return rep, fmt.Errorf("vector indexes: %w", err)
 	}
 	rep.Took = time.Since(begin)

@@ -15,3 +15,6 @@ func PreparedNames(c *pgx.Conn) []string {
 	}
 	return names
 }
+
+// IndexLock is the advisory lock index creation and maintenance take.
+const IndexLock = indexLock

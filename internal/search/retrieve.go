@@ -340,23 +340,17 @@ func (s *Searcher) plan(ctx context.Context, e embed.Embedder, query string) pla
 // query runs a search statement, as a prepared statement of the
 // connection with a generic plan (see statements.go), in one round trip
 // with the settings it runs under: the plan cache mode and, when the
-// vector arm runs, hnsw.ef_search (at least k) and hnsw.iterative_scan.
-// A batch runs in one implicit transaction, so the settings are the
-// statement's alone and the pool's other users never see them. scan
-// reads each row.
-func (s *Searcher) query(ctx context.Context, p plan, k int, sql string, args []any, scan func(pgx.Rows) error) error {
+// vector arm runs, those of the index method m (vectorSettings). A batch
+// runs in one implicit transaction, so the settings are the statement's
+// alone and the pool's other users never see them. scan reads each row.
+func (s *Searcher) query(ctx context.Context, p plan, k int, m Method, sql string, args []any, scan func(pgx.Rows) error) error {
 	settings := []any{}
 	if p.mode != Lexical {
 		iterative, err := s.pgv.iterativeScan(ctx, s.pool)
 		if err != nil {
 			return database.Classify(err)
 		}
-		settings = append(settings, "hnsw.ef_search", strconv.Itoa(max(s.opts.EFSearch, k)))
-		if iterative {
-			// Filtered kNN: keep scanning the graph until K rows pass the
-			// filters (pgvector 0.8+).
-			settings = append(settings, "hnsw.iterative_scan", "relaxed_order")
-		}
+		settings = vectorSettings(m, k, s.opts.EFSearch, s.opts.Probes, iterative)
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -423,6 +417,28 @@ func runBatch(br pgx.BatchResults, settings bool, scan func(pgx.Rows) error) err
 	return err
 }
 
+// vectorSettings are the settings of a kNN query of k rows through an
+// index of method m, as name, value pairs. HNSW: hnsw.ef_search, raised to
+// k (an index scan returns at most ef_search rows). IVFFlat:
+// ivfflat.probes. With iterative (pgvector 0.8+), a filtered kNN keeps
+// scanning the graph or further lists until k rows pass the filters, for
+// IVFFlat up to maxProbeRows rows.
+func vectorSettings(m Method, k, efSearch, probes int, iterative bool) []any {
+	if m == IVFFlat {
+		out := []any{"ivfflat.probes", strconv.Itoa(probes)}
+		if iterative {
+			out = append(out, "ivfflat.iterative_scan", "relaxed_order",
+				"ivfflat.max_probes", strconv.Itoa(max(probes, maxProbeRows/RowsPerList)))
+		}
+		return out
+	}
+	out := []any{"hnsw.ef_search", strconv.Itoa(max(efSearch, k))}
+	if iterative {
+		out = append(out, "hnsw.iterative_scan", "relaxed_order")
+	}
+	return out
+}
+
 // vector returns p's query vector as a statement argument.
 func (p plan) vector() pgvector.Vector { return pgvector.NewVector(p.vec) }
 
@@ -471,5 +487,21 @@ func (s *Searcher) retrieve(ctx context.Context, p plan, topK int, kd kind, tune
 		return err
 	}
 	sql, args := bind(ctes+tail, named)
-	return s.query(ctx, p, topK, sql, args, scan)
+	m := HNSW
+	if kd.table == "prompts" {
+		m = s.opts.Indexes().prompts()
+	}
+	return s.query(ctx, p, topK, m, sql, args, scan)
+}
+
+// KNNSettings are the settings search runs a kNN query of k rows of kind
+// under, with options o, as name, value pairs for set_config: agentq bench
+// indexer runs its bare kNN statement under them.
+func KNNSettings(kind EvalKind, k int, o Options, iterative bool) []any {
+	_ = o.defaults() // the settings of the values given; validity is New's
+	m := HNSW
+	if kind == EvalPrompts {
+		m = o.Indexes().prompts()
+	}
+	return vectorSettings(m, k, o.EFSearch, o.Probes, iterative)
 }

@@ -62,6 +62,9 @@ func (w Weights) validate(name string) error {
 	return nil
 }
 
+// Indexes are the vector index options o's searches run against.
+func (o Options) Indexes() IndexOptions { return IndexOptions{Prompts: o.PromptIndex} }
+
 // score is the weighted sum, always in this order, so a client that
 // recomputes it from the components gets the same float.
 func (w Weights) score(c Components) float64 {
@@ -78,6 +81,7 @@ const (
 	MaxToolLimit             = 100
 	DefaultHalfLife          = 168 * time.Hour
 	DefaultEFSearch          = 64
+	DefaultProbes            = 10
 	DefaultLexicalCandidates = 200
 	DefaultNeutralQuality    = 0.5
 	DefaultEmbedTimeout      = time.Second
@@ -113,6 +117,11 @@ type Options struct {
 	// EFSearch is hnsw.ef_search for the vector arm, raised to K when
 	// lower (pgvector returns at most ef_search rows per index scan).
 	EFSearch int
+	// PromptIndex is the method of prompts' vector index (IndexOptions);
+	// "" is IVFFlat. Probes is ivfflat.probes for an IVFFlat index: the
+	// lists a search scans, ~RowsPerList rows each.
+	PromptIndex Method
+	Probes      int
 	// LexicalCandidates bounds the full-text matches ranked per query and
 	// per query form (all words, any word), so a query matching most of a
 	// large corpus costs a bounded number of row reads.
@@ -150,6 +159,7 @@ func (o *Options) defaults() error {
 	def(&o.ToolK, DefaultToolK)
 	def(&o.ToolLimit, DefaultToolLimit)
 	def(&o.EFSearch, DefaultEFSearch)
+	def(&o.Probes, DefaultProbes)
 	def(&o.LexicalCandidates, DefaultLexicalCandidates)
 	def(&o.CacheSize, DefaultCacheSize)
 	def(&o.GetCacheSize, DefaultGetCacheSize)
@@ -179,7 +189,7 @@ func (o *Options) defaults() error {
 	}{
 		{"PromptK", o.PromptK, 1000}, {"ToolK", o.ToolK, 1000},
 		{"PromptLimit", o.PromptLimit, MaxPromptLimit}, {"ToolLimit", o.ToolLimit, MaxToolLimit},
-		{"EFSearch", o.EFSearch, 1000}, {"LexicalCandidates", o.LexicalCandidates, 100000},
+		{"EFSearch", o.EFSearch, 1000}, {"Probes", o.Probes, maxLists}, {"LexicalCandidates", o.LexicalCandidates, 100000},
 		{"Prepared", o.Prepared, 10000},
 	} {
 		if c.v < 1 || c.v > c.most {
@@ -195,7 +205,7 @@ func (o *Options) defaults() error {
 	if o.NeutralQuality < 0 || o.NeutralQuality > 1 {
 		errs = append(errs, fmt.Errorf("search: NeutralQuality %g is out of range 0..1", o.NeutralQuality))
 	}
-	errs = append(errs, o.PromptWeights.validate("prompt"), o.ToolWeights.validate("tool"))
+	errs = append(errs, o.PromptWeights.validate("prompt"), o.ToolWeights.validate("tool"), o.Indexes().Validate())
 	return errors.Join(errs...)
 }
 

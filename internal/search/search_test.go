@@ -41,9 +41,9 @@ func newFixture(t *testing.T, emb embed.Embedder, opts search.Options) *fixture 
 	t.Helper()
 	pool := testenv.Pool(t)
 	ctx := context.Background()
-	require.NoError(t, search.EnsureIndexes(ctx, pool, search.Embedders{Prompts: lexical, Tools: lexical}))
+	require.NoError(t, search.EnsureIndexes(ctx, pool, search.Embedders{Prompts: lexical, Tools: lexical}, search.IndexOptions{}))
 	if emb != lexical {
-		require.NoError(t, search.EnsureIndexes(ctx, pool, search.Embedders{Prompts: emb, Tools: emb}))
+		require.NoError(t, search.EnsureIndexes(ctx, pool, search.Embedders{Prompts: emb, Tools: emb}, search.IndexOptions{}))
 	}
 	s, err := search.New(pool, search.Embedders{Prompts: emb, Tools: emb}, opts, testenv.Logger(t))
 	require.NoError(t, err)

@@ -114,10 +114,10 @@ func (st *statements) drop(ctx context.Context, c *pgx.Conn, e *list.Element) er
 // statementPrefix starts every prepared search statement's name.
 const statementPrefix = "agentq_search_"
 
-// settingsSQL[n] sets n settings (at most the 3 search uses) for the
+// settingsSQL[n] sets n settings (at most the 4 search uses) for the
 // transaction alone: set_config(name, value, true) for each pair of
 // arguments. Built once, not per search.
-var settingsSQL = func() (out [4]string) {
+var settingsSQL = func() (out [5]string) {
 	for n := 1; n < len(out); n++ {
 		parts := make([]string, n)
 		for i := range parts {

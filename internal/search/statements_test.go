@@ -34,7 +34,7 @@ func TestStatementsArePreparedPerTenantWithGenericPlans(t *testing.T) {
 	pool, err := database.Open(ctx, url+sep+"pool_max_conns=1")
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	s, err := search.New(pool, search.Embedders{Prompts: lexical, Tools: lexical}, search.Options{Prepared: 2, EFSearch: 77}, testenv.Logger(t))
+	s, err := search.New(pool, search.Embedders{Prompts: lexical, Tools: lexical}, search.Options{Prepared: 2, EFSearch: 77, Probes: 7}, testenv.Logger(t))
 	require.NoError(t, err)
 
 	a, b, w := testenv.Tenant(t), testenv.Tenant(t), word(t)
@@ -73,10 +73,12 @@ func TestStatementsArePreparedPerTenantWithGenericPlans(t *testing.T) {
 	require.Equal(t, planCounts{generic: 2, custom: 0}, p)
 
 	// The settings were the statement's transaction's alone.
-	var mode, ef string
-	require.NoError(t, pool.QueryRow(ctx, `SELECT current_setting('plan_cache_mode'), coalesce(current_setting('hnsw.ef_search', true), '')`).Scan(&mode, &ef))
+	var mode, ef, probes string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT current_setting('plan_cache_mode'), coalesce(current_setting('hnsw.ef_search', true), ''),
+coalesce(current_setting('ivfflat.probes', true), '')`).Scan(&mode, &ef, &probes))
 	require.Equal(t, "auto", mode)
 	require.NotEqual(t, "77", ef)
+	require.NotEqual(t, "7", probes)
 
 	tr, err := s.Tools(ctx, a, search.ToolsRequest{Query: "reconcile ledger " + w})
 	require.NoError(t, err)

@@ -42,7 +42,7 @@ func TestSweepFusion(t *testing.T) {
 	}
 	only := os.Getenv("AGENTQ_SEARCH_SWEEP_SETS")
 	for _, e := range embs {
-		require.NoError(t, EnsureIndexes(ctx, pool, Embedders{Prompts: e, Tools: e}))
+		require.NoError(t, EnsureIndexes(ctx, pool, Embedders{Prompts: e, Tools: e}, IndexOptions{}))
 		for _, set := range sets {
 			if only != "" && !strings.Contains(","+only+",", ","+set.file+",") {
 				continue

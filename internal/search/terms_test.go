@@ -18,7 +18,7 @@ func TestTermFrequencyPaths(t *testing.T) {
 	ctx := context.Background()
 	pool := testenv.Pool(t)
 	lex := embed.Lexical{}
-	require.NoError(t, EnsureIndexes(ctx, pool, Embedders{Prompts: lex, Tools: lex}))
+	require.NoError(t, EnsureIndexes(ctx, pool, Embedders{Prompts: lex, Tools: lex}, IndexOptions{}))
 
 	fast, err := promptTuning.retrievalSQL(promptKind, Lexical, "true", "", 0)
 	require.NoError(t, err)
