@@ -50,25 +50,36 @@ func Insert(ctx context.Context, db DB, r Row) (bool, error) {
 	if r.Embedding != nil {
 		vec = pgvector.NewVector(r.Embedding)
 	}
-	tag, err := db.Exec(ctx, `
-INSERT INTO prompts (tenant_id, id, version, hash, type, name, description, content, parameters,
-                     tags, author, metadata, created_at, event_id, stream_seq, embedding, embedding_model, embedding_dim, current)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-        -- Served at once when it is the newest and no production label
-        -- pins another: the row enters the partial HNSW index once, at
-        -- insert, not again through Refresh's update.
-        NOT EXISTS (SELECT 1 FROM prompt_labels l WHERE l.tenant_id = $1 AND l.prompt_id = $2 AND l.label = 'production')
-        AND $3 > coalesce((SELECT max(x.version) FROM prompts x WHERE x.tenant_id = $1 AND x.id = $2), 0))
-ON CONFLICT (tenant_id, id, version) DO NOTHING`,
+	// One statement: the insert, and when the new row is the served one,
+	// the update that takes the version served before out of the served
+	// set (found through prompts_current). A new row that is not served
+	// (a production label pins another, or a newer version exists)
+	// changes nothing else. What Refresh does in general, for the one
+	// case an insert can make, in one round trip and without reading
+	// every version of the id.
+	var inserted bool
+	err = db.QueryRow(ctx, `
+WITH ins AS (
+  INSERT INTO prompts (tenant_id, id, version, hash, type, name, description, content, parameters,
+                       tags, author, metadata, created_at, event_id, stream_seq, embedding, embedding_model, embedding_dim, current)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
+          -- Served at once when it is the newest and no production label
+          -- pins another: the row enters the partial vector index once,
+          -- at insert, not again through an update.
+          NOT EXISTS (SELECT 1 FROM prompt_labels l WHERE l.tenant_id = $1 AND l.prompt_id = $2 AND l.label = 'production')
+          AND $3 > coalesce((SELECT max(x.version) FROM prompts x WHERE x.tenant_id = $1 AND x.id = $2), 0))
+  ON CONFLICT (tenant_id, id, version) DO NOTHING
+  RETURNING current),
+old AS (
+  UPDATE prompts p SET current = false FROM ins
+  WHERE ins.current AND p.tenant_id = $1 AND p.id = $2 AND p.current AND p.version <> $3)
+SELECT EXISTS (SELECT 1 FROM ins)`,
 		r.Tenant, r.ID, r.Version, r.Hash, r.Type, r.Name, r.Description, r.Content, string(params),
-		nonNilTags(r.Tags), r.Author, meta, r.CreatedAt.UTC(), r.EventID, int64(r.StreamSeq), vec, r.Model, len(r.Embedding))
+		nonNilTags(r.Tags), r.Author, meta, r.CreatedAt.UTC(), r.EventID, int64(r.StreamSeq), vec, r.Model, len(r.Embedding)).Scan(&inserted)
 	if err != nil {
 		return false, fmt.Errorf("insert prompt %s@%d: %w", r.ID, r.Version, err)
 	}
-	if tag.RowsAffected() != 1 {
-		return false, nil
-	}
-	return true, Refresh(ctx, db, r.Tenant, r.ID)
+	return inserted, nil
 }
 
 // Head returns the newest version of a prompt and its hash, or
