@@ -4,18 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/database"
 	"github.com/agentq/agentq/internal/embed"
 	"github.com/agentq/agentq/internal/indexer"
 	"github.com/agentq/agentq/internal/library"
 	"github.com/agentq/agentq/internal/replay"
+	"github.com/agentq/agentq/internal/search"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/schemas"
 )
@@ -99,4 +103,37 @@ func TestNextFreeVersionUnderTwoCopiesAndRebuild(t *testing.T) {
 	rebuilt, err := indexer.ReadState(ctx, pool, tenant)
 	require.NoError(t, err)
 	require.Equal(t, live, rebuilt)
+}
+
+// The indexer's maintenance runs in the process: on a database of its own,
+// prompts' IVFFlat index starts with one list, and once the served prompts
+// have grown past two lists' worth the process rebuilds it with two and
+// drops the first, by itself (AGENTQ_SEARCH_INDEX_CHECK).
+func TestIndexerRebuildsPromptsIndexAsPromptsGrow(t *testing.T) {
+	n := testenv.StartNATS(t)
+	cfg := testenv.Config(t, n.URL)
+	cfg.DatabaseURL = testenv.FreshDatabase(t)
+	cfg.Search.IndexCheck = 50 * time.Millisecond
+	testenv.StartProcess(t, cfg, "indexer", indexer.Consumer)
+	ctx := context.Background()
+	pool, err := database.Open(ctx, cfg.DatabaseURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	lex := embed.Lexical{}
+	indexes := func() []string {
+		rows, err := pool.Query(ctx, `SELECT indexname FROM pg_indexes WHERE tablename = 'prompts' AND indexdef LIKE '%ivfflat%' ORDER BY 1`)
+		require.NoError(t, err)
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return names
+	}
+	l1, l2 := search.IVFFlatName("prompts", lex.Model(), lex.Dimension(), 1), search.IVFFlatName("prompts", lex.Model(), lex.Dimension(), 2)
+	testenv.Eventually(t, 30*time.Second, func() bool { return slices.Equal(indexes(), []string{l1}) }, "the index of an empty table, one list")
+
+	docs := make([]search.EvalDoc, 2*search.RowsPerList+10)
+	for i := range docs {
+		docs[i] = search.EvalDoc{ID: fmt.Sprintf("p%04d", i), Text: fmt.Sprintf("prompt number %d about topic %d", i, i%37)}
+	}
+	require.NoError(t, search.LoadCorpus(ctx, pool, testenv.Tenant(t), search.EvalPrompts, search.EvalSet{Docs: docs}, lex))
+	testenv.Eventually(t, 60*time.Second, func() bool { return slices.Equal(indexes(), []string{l2}) }, "rebuilt with two lists, the first dropped")
 }

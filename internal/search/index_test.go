@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/embed"
+	"github.com/agentq/agentq/internal/library"
 	"github.com/agentq/agentq/internal/search"
 	"github.com/agentq/agentq/internal/testenv"
 )
@@ -202,6 +203,36 @@ WHERE tenant_id = $1 AND embedding_model = $2 AND current ORDER BY 2`, dim, dim)
 		}
 	}
 	require.Positive(t, differs, "one probe of two lists found the exact nearest for every query: the probes do not reach the index")
+
+	// New versions of every prompt: the rows served stay n, but each
+	// version leaves an entry behind, and the index grows past twice what
+	// n rows need. Rebuilt with the same lists under its second name, and
+	// the next time under its first.
+	l2r := l2 + "r"
+	for round, want := range []string{l2r, l2} {
+		for v := 2 + 2*round; v < 4+2*round; v++ {
+			for _, d := range docs {
+				vec, err := e.Embed(ctx, []string{d.Text})
+				require.NoError(t, err)
+				p := library.Prompt{Tenant: tenant, ID: d.ID, Version: v, Type: "custom", Name: d.ID, Content: d.Text, CreatedAt: time.Now()}
+				p.Hash = library.Hash(p.ID, p.Version, p.Content, p.Type)
+				ok, err := library.Insert(ctx, pool, library.Row{Prompt: p, EventID: fmt.Sprint(d.ID, "-", v), StreamSeq: uint64(v), Embedding: vec[0], Model: e.model})
+				require.NoError(t, err)
+				require.True(t, ok)
+			}
+		}
+		m, err = search.MaintainIndexes(ctx, pool, emb, search.IndexOptions{})
+		require.NoError(t, err)
+		m.Took = 0
+		before := l2
+		if want == l2 {
+			before = l2r
+		}
+		require.Equal(t, search.Maintenance{Index: want, Rows: n, Lists: 2, Rebuilt: true, Before: 2, Bloated: true, Dropped: []string{before}}, m, "round %d", round)
+		require.Equal(t, []vectorIndex{{want, "ivfflat", true}}, indexesOf(t, pool, "prompts", e.model))
+	}
+	hits := exact("term1 term2 term3")
+	require.True(t, isExact(nearest(all, "term1 term2 term3"), hits), "the rebuilt index serves the versions served now")
 }
 
 // TestMaintainIndexes covers what maintenance finds besides growth.
