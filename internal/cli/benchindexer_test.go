@@ -44,6 +44,13 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 	require.Equal(t, embed.LexicalModel, res.PromptModel)
 	require.Equal(t, embed.LexicalModel, res.ToolModel)
 	require.Equal(t, []int{20, 30, 64, 200}, []int{res.PromptK, res.ToolK, res.EFSearch, res.LexicalCandidates})
+	// Prompts' IVFFlat index: the shared test database's served prompts of
+	// the lexical model (this run's 20 and other tests') fit one list, or
+	// a few: a search scans them all (10 probes).
+	require.Equal(t, "ivfflat", res.PromptIndex)
+	require.Equal(t, 10, res.Probes)
+	require.GreaterOrEqual(t, res.PromptLists, 1)
+	require.LessOrEqual(t, res.PromptLists, 10)
 	require.InDelta(t, 125, res.PromptWords, 30, "prompts of about 100-150 words")
 	require.Equal(t, 20, res.HotIDs, "at most the ids there are")
 	require.False(t, res.SearchOnly)
