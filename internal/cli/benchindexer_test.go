@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentq/agentq/internal/cli"
 	"github.com/agentq/agentq/internal/embed"
+	"github.com/agentq/agentq/internal/search"
 	"github.com/agentq/agentq/internal/testenv"
 )
 
@@ -44,13 +45,16 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 	require.Equal(t, embed.LexicalModel, res.PromptModel)
 	require.Equal(t, embed.LexicalModel, res.ToolModel)
 	require.Equal(t, []int{20, 30, 64, 200}, []int{res.PromptK, res.ToolK, res.EFSearch, res.LexicalCandidates})
-	// Prompts' IVFFlat index: the shared test database's served prompts of
-	// the lexical model (this run's 20 and other tests') fit one list, or
-	// a few: a search scans them all (10 probes).
+	// Prompts' IVFFlat index, with the lists of the index the database
+	// holds (the shared test database's served prompts of the lexical
+	// model are this run's 20 and other tests').
 	require.Equal(t, "ivfflat", res.PromptIndex)
 	require.Equal(t, 10, res.Probes)
 	require.GreaterOrEqual(t, res.PromptLists, 1)
-	require.LessOrEqual(t, res.PromptLists, 10)
+	var held int
+	name := search.IVFFlatName("prompts", embed.LexicalModel, embed.LexicalDimension, res.PromptLists)
+	require.NoError(t, testenv.Pool(t).QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE tablename = 'prompts' AND indexname IN ($1::name, $2::name)`, name, name+"r").Scan(&held))
+	require.Equal(t, 1, held, "index %s", name)
 	require.InDelta(t, 125, res.PromptWords, 30, "prompts of about 100-150 words")
 	require.Equal(t, 20, res.HotIDs, "at most the ids there are")
 	require.False(t, res.SearchOnly)
