@@ -100,8 +100,8 @@ ORDER BY c.relname`, table, model)
 // lists for the rows it covers, rebuilt (and the old one dropped) once
 // they have grown by half, left alone otherwise, and a search through it
 // scans the lists ivfflat.probes says: with probes at least the lists, the
-// vector arm's candidates are the exact nearest; with 1 probe of 2 lists,
-// not always.
+// vector arm's candidates are the exact nearest; with 1 probe of 2 lists
+// (one cluster of the corpus each), not for queries near both.
 func TestIVFFlatIndexFollowsItsRows(t *testing.T) {
 	ctx := context.Background()
 	pool := testenv.Pool(t)
@@ -117,16 +117,24 @@ func TestIVFFlatIndexFollowsItsRows(t *testing.T) {
 	tenant := testenv.Tenant(t)
 	const n = 2*search.RowsPerList + 100 // ListsFor: 2
 	r := rand.New(rand.NewPCG(3, 4))
-	text := func(words int) string {
+	// Two vocabularies, half the prompts in each: IVFFlat's two lists
+	// split them (k-means on nearly orthogonal clusters), and a query with
+	// words of both has its nearest prompts in both lists.
+	word := func(vocab string) string { return fmt.Sprintf("%s%d", vocab, r.IntN(200)) }
+	text := func(words int, vocabs ...string) string {
 		w := make([]string, words)
 		for i := range w {
-			w[i] = fmt.Sprintf("term%d", r.IntN(400))
+			w[i] = word(vocabs[i%len(vocabs)])
 		}
 		return strings.Join(w, " ")
 	}
 	docs := make([]search.EvalDoc, n)
 	for i := range docs {
-		docs[i] = search.EvalDoc{ID: fmt.Sprintf("doc-%04d", i), Text: text(30)}
+		vocab := "alpha"
+		if i%2 == 1 {
+			vocab = "omega"
+		}
+		docs[i] = search.EvalDoc{ID: fmt.Sprintf("doc-%04d", i), Text: text(30, vocab)}
 	}
 	require.NoError(t, search.LoadCorpus(ctx, pool, tenant, search.EvalPrompts, search.EvalSet{Docs: docs}, e))
 
@@ -195,14 +203,15 @@ WHERE tenant_id = $1 AND embedding_model = $2 AND current ORDER BY 2`, dim, dim)
 	require.NoError(t, err)
 	differs := 0
 	for i := range 20 {
-		q := text(4)
+		q := text(4, "alpha", "omega")
 		hits := exact(q)
 		require.True(t, isExact(nearest(all, q), hits), "query %d %q: %v against %v", i, q, nearest(all, q), hits[:k])
 		if !isExact(nearest(one, q), hits) {
 			differs++
 		}
 	}
-	require.Positive(t, differs, "one probe of two lists found the exact nearest for every query: the probes do not reach the index")
+	// Measured: 20 of 20, six runs on PGlite and native.
+	require.GreaterOrEqual(t, differs, 10, "one probe of two lists found the exact nearest for most queries near both: the probes do not reach the index")
 
 	// New versions of every prompt: the rows served stay n, but each
 	// version leaves an entry behind, and the index grows past twice what
@@ -231,8 +240,8 @@ WHERE tenant_id = $1 AND embedding_model = $2 AND current ORDER BY 2`, dim, dim)
 		require.Equal(t, search.Maintenance{Index: want, Rows: n, Lists: 2, Rebuilt: true, Before: 2, Bloated: true, Dropped: []string{before}}, m, "round %d", round)
 		require.Equal(t, []vectorIndex{{want, "ivfflat", true}}, indexesOf(t, pool, "prompts", e.model))
 	}
-	hits := exact("term1 term2 term3")
-	require.True(t, isExact(nearest(all, "term1 term2 term3"), hits), "the rebuilt index serves the versions served now")
+	hits := exact("alpha1 omega2 alpha3 omega4")
+	require.True(t, isExact(nearest(all, "alpha1 omega2 alpha3 omega4"), hits), "the rebuilt index serves the versions served now")
 }
 
 // TestMaintainIndexes covers what maintenance finds besides growth.
