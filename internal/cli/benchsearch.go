@@ -356,12 +356,8 @@ func (b *indexerBench) knnTx(ctx context.Context, kind search.EvalKind, iterativ
 	if exact {
 		set = append(set, "enable_indexscan", "off")
 	}
-	parts := make([]string, 0, len(set)/2)
-	for i := 0; i < len(set); i += 2 {
-		parts = append(parts, fmt.Sprintf("set_config($%d, $%d, true)", i+1, i+2))
-	}
 	return pgx.BeginTxFunc(ctx, b.d.Pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT "+strings.Join(parts, ", "), set...); err != nil {
+		if _, err := tx.Exec(ctx, search.SettingsSQL(set), set...); err != nil {
 			return err
 		}
 		return f(tx)

@@ -50,6 +50,14 @@ func (o IndexOptions) prompts() Method {
 	return o.Prompts
 }
 
+// method is the method of table's index.
+func (o IndexOptions) method(table string) Method {
+	if table == "prompts" {
+		return o.prompts()
+	}
+	return HNSW
+}
+
 // Validate reports a method pgvector does not have.
 func (o IndexOptions) Validate() error {
 	if m := o.prompts(); m != IVFFlat && m != HNSW {
@@ -136,7 +144,13 @@ func IndexName(table, model string, dim int) string {
 // IVFFlatName is the name of the IVFFlat index of table for model and dim
 // built with lists lists (the rebuild with other lists has another name).
 func IVFFlatName(table, model string, dim, lists int) string {
-	return fmt.Sprintf("%s_l%d", indexPrefix(table, "ivfh", model, dim), lists)
+	return fmt.Sprintf("%s%d", ivfPrefix(table, model, dim), lists)
+}
+
+// ivfPrefix starts the names of table's IVFFlat indexes for model and dim,
+// whatever their lists.
+func ivfPrefix(table, model string, dim int) string {
+	return indexPrefix(table, "ivfh", model, dim) + "_l"
 }
 
 func indexPrefix(table, method, model string, dim int) string {

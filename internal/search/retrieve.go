@@ -487,11 +487,7 @@ func (s *Searcher) retrieve(ctx context.Context, p plan, topK int, kd kind, tune
 		return err
 	}
 	sql, args := bind(ctes+tail, named)
-	m := HNSW
-	if kd.table == "prompts" {
-		m = s.opts.Indexes().prompts()
-	}
-	return s.query(ctx, p, topK, m, sql, args, scan)
+	return s.query(ctx, p, topK, s.opts.Indexes().method(kd.table), sql, args, scan)
 }
 
 // KNNSettings are the settings search runs a kNN query of k rows of kind
@@ -499,9 +495,15 @@ func (s *Searcher) retrieve(ctx context.Context, p plan, topK int, kd kind, tune
 // indexer runs its bare kNN statement under them.
 func KNNSettings(kind EvalKind, k int, o Options, iterative bool) []any {
 	_ = o.defaults() // the settings of the values given; validity is New's
-	m := HNSW
-	if kind == EvalPrompts {
-		m = o.Indexes().prompts()
+	table := promptKind.table
+	if kind == EvalTools {
+		table = toolKind.table
 	}
-	return vectorSettings(m, k, o.EFSearch, o.Probes, iterative)
+	return vectorSettings(o.Indexes().method(table), k, o.EFSearch, o.Probes, iterative)
+}
+
+// SettingsSQL is the statement that sets the name, value pairs of settings
+// (at most 4) for the transaction alone, as search sets them.
+func SettingsSQL(settings []any) string {
+	return settingsSQL[len(settings)/2]
 }

@@ -161,7 +161,7 @@ type querier interface {
 
 func (v vectorIndex) existing(ctx context.Context, db querier) ([]existingIndex, error) {
 	hnsw := IndexName(v.table, v.model, v.dim)
-	ivf := strings.TrimSuffix(IVFFlatName(v.table, v.model, v.dim, 0), "0")
+	ivf := ivfPrefix(v.table, v.model, v.dim)
 	rows, err := db.Query(ctx, `
 SELECT c.relname, i.indisvalid, pg_relation_size(c.oid), coalesce(obj_description(c.oid, 'pg_class'), '')
 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
