@@ -288,6 +288,12 @@ func (u *Unit) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return u.conn.QueryRow(ctx, sql, args...)
 }
 
+// SendBatch sends b's statements inside the transaction, in one round
+// trip.
+func (u *Unit) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return u.conn.SendBatch(ctx, b)
+}
+
 // Commit sends b's statements and COMMIT in one round trip.
 func (u *Unit) Commit(ctx context.Context, b *pgx.Batch) error {
 	b.Queue(`COMMIT`)

@@ -57,10 +57,20 @@ func (ix *Indexer) apply(ctx context.Context, ops []op, valid []int) ([]event.Ev
 	if err := lockKeys(ctx, tx, ops, fresh); err != nil {
 		return nil, fmt.Errorf("lock prompt ids and tool names: %w", err)
 	}
+	w := newPromptWrites(tx)
+	if err := w.load(ctx, ops, fresh); err != nil {
+		return nil, err
+	}
 	var results []event.Event
 	for _, i := range fresh { // the batch is in stream order
 		o := &ops[i]
-		res, err := ix.applyOne(ctx, tx, o)
+		if o.kind != opPrompt {
+			// What follows may read prompts (a label's version).
+			if err := w.flush(ctx); err != nil {
+				return nil, err
+			}
+		}
+		res, err := ix.applyOne(ctx, tx, w, o)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", o.d.Event.Type(), o.d.Event.ID(), err)
 		}
@@ -72,6 +82,9 @@ func (ix *Indexer) apply(ctx context.Context, ops []op, valid []int) ([]event.Ev
 			return nil, bus.Permanent(err)
 		}
 		results = append(results, ev)
+	}
+	if err := w.flush(ctx); err != nil {
+		return nil, err
 	}
 	b := &pgx.Batch{}
 	if err := ix.out.Queue(b, results...); err != nil {
@@ -110,10 +123,10 @@ func (ix *Indexer) fact(o *op) (Fact, bool) {
 	return ix.facts.Lookup(o.d.Tenant, o.d.Event.ID())
 }
 
-func (ix *Indexer) applyOne(ctx context.Context, tx library.DB, o *op) (*result, error) {
+func (ix *Indexer) applyOne(ctx context.Context, tx library.DB, w *promptWrites, o *op) (*result, error) {
 	switch o.kind {
 	case opPrompt:
-		return ix.applyPrompt(ctx, tx, o)
+		return ix.applyPrompt(ctx, w, o)
 	case opLabel:
 		return ix.applyLabel(ctx, tx, o)
 	case opTool:
@@ -148,7 +161,8 @@ func (ix *Indexer) model(o *op) (string, int) {
 	return e.Model(), len(o.vec)
 }
 
-func (ix *Indexer) applyPrompt(ctx context.Context, tx library.DB, o *op) (*result, error) {
+// applyPrompt decides a prompt.created against w, which queues the insert.
+func (ix *Indexer) applyPrompt(ctx context.Context, w *promptWrites, o *op) (*result, error) {
 	p := o.prompt
 	if o.reject != nil {
 		return rejected(o, *o.reject), nil
@@ -158,24 +172,23 @@ func (ix *Indexer) applyPrompt(ctx context.Context, tx library.DB, o *op) (*resu
 		if f.Outcome == OutcomeCreated {
 			p.Version = f.Version
 			p.Hash = library.Hash(p.ID, p.Version, p.Content, p.Type)
-			return nil, ix.insertPrompt(ctx, tx, o, p)
+			return nil, ix.insertPrompt(w, o, p)
 		}
 		return nil, nil
 	}
 	outcome := OutcomeCreated
 	if p.Version > 0 {
 		p.Hash = library.Hash(p.ID, p.Version, p.Content, p.Type)
-		existing, err := library.HashOf(ctx, tx, p.Tenant, p.ID, p.Version)
-		if errors.Is(err, library.ErrNotFound) {
+		existing, found, err := w.hashOf(ctx, p.Tenant, p.ID, p.Version)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
 			// A rebuild: a later event known to have created it counts.
-			if h, ok := ix.taken(o, "prompt", p.ID, p.Version); ok {
-				existing, err = h, nil
-			}
+			existing, found = ix.taken(o, "prompt", p.ID, p.Version)
 		}
 		switch {
-		case errors.Is(err, library.ErrNotFound):
-		case err != nil:
-			return nil, err
+		case !found:
 		case existing == p.Hash:
 			outcome = OutcomeUnchanged
 		default:
@@ -186,14 +199,14 @@ func (ix *Indexer) applyPrompt(ctx context.Context, tx library.DB, o *op) (*resu
 			}), nil
 		}
 	} else {
-		head, headHash, err := library.Head(ctx, tx, p.Tenant, p.ID)
-		if err != nil && !errors.Is(err, library.ErrNotFound) {
+		head, _, err := w.head(ctx, p.Tenant, p.ID)
+		if err != nil {
 			return nil, err
 		}
-		if head > 0 && library.Hash(p.ID, head, p.Content, p.Type) == headHash {
-			p.Version, p.Hash, outcome = head, headHash, OutcomeUnchanged
+		if head.Version > 0 && library.Hash(p.ID, head.Version, p.Content, p.Type) == head.Hash {
+			p.Version, p.Hash, outcome = head.Version, head.Hash, OutcomeUnchanged
 		} else {
-			p.Version = head + 1
+			p.Version = head.Version + 1
 			for _, taken := ix.taken(o, "prompt", p.ID, p.Version); taken; _, taken = ix.taken(o, "prompt", p.ID, p.Version) {
 				p.Version++
 			}
@@ -205,14 +218,17 @@ func (ix *Indexer) applyPrompt(ctx context.Context, tx library.DB, o *op) (*resu
 		"type": p.Type, "name": p.Name, "outcome": outcome,
 	}
 	if outcome == OutcomeCreated {
-		if err := ix.insertPrompt(ctx, tx, o, p); err != nil {
+		if err := ix.insertPrompt(w, o, p); err != nil {
 			return nil, err
 		}
 		if model, dim := ix.model(o); model != "" {
 			data["embedding_model"], data["embedding_dim"] = model, dim
 		}
 	} else {
-		labels, err := library.LabelsOf(ctx, tx, p.Tenant, p.ID, p.Version)
+		if err := w.flush(ctx); err != nil {
+			return nil, err
+		}
+		labels, err := library.LabelsOf(ctx, w.tx, p.Tenant, p.ID, p.Version)
 		if err != nil {
 			return nil, err
 		}
@@ -223,18 +239,9 @@ func (ix *Indexer) applyPrompt(ctx context.Context, tx library.DB, o *op) (*resu
 	return &result{typ: TypePromptIndexed, data: data}, nil
 }
 
-func (ix *Indexer) insertPrompt(ctx context.Context, tx library.DB, o *op, p library.Prompt) error {
+func (ix *Indexer) insertPrompt(w *promptWrites, o *op, p library.Prompt) error {
 	model, _ := ix.model(o)
-	ok, err := library.Insert(ctx, tx, library.Row{Prompt: p, EventID: o.d.Event.ID(), StreamSeq: o.d.StreamSeq, Embedding: o.vec, Model: model})
-	if err != nil {
-		return err
-	}
-	if !ok {
-		// The advisory lock makes this impossible between copies; a
-		// rebuild following facts meets it only if the facts contradict.
-		return fmt.Errorf("prompt %s version %d is already taken", p.ID, p.Version)
-	}
-	return nil
+	return w.insert(library.Row{Prompt: p, EventID: o.d.Event.ID(), StreamSeq: o.d.StreamSeq, Embedding: o.vec, Model: model})
 }
 
 func (ix *Indexer) applyLabel(ctx context.Context, tx library.DB, o *op) (*result, error) {

@@ -3,6 +3,7 @@ package indexer_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -333,4 +334,96 @@ func TestQualityReadModelIsOrderIndependent(t *testing.T) {
 	lastSuccess := ds[2].Event.Time().UTC() // successes reached 2 at state 3
 	require.Equal(t, []indexer.QualityRow{{Target: "tool", Ref: "search_docs", StateVersion: 4, Score: 0.5, SuccessRate: 0.5,
 		TotalCalls: 4, Successes: 2, LastSuccess: &lastSuccess, UpdatedAt: ds[3].Event.Time().UTC()}}, a.Quality)
+}
+
+// A batch decides each prompt event as if it came alone: the versions it
+// creates count for the events after them in the same batch (whose inserts
+// travel together at the end, see promptWrites), and a label move sees
+// them. The same events are applied one per batch and all in one batch;
+// results and state must agree with each other and with Compute.
+func TestOneBatchDecidesAsEventByEvent(t *testing.T) {
+	const id = "batched"
+	activate := func(version int, label string) map[string]any {
+		return map[string]any{"prompt_id": id, "version": version, "label": label}
+	}
+	steps := []struct {
+		typ     string
+		data    map[string]any
+		want    string // result type
+		outcome string // prompt.indexed's outcome, or the rejection's reason code
+		version int
+		labels  []any
+	}{
+		{indexer.TypePromptCreated, prompt(id, 0, "One."), indexer.TypePromptIndexed, "created", 1, nil},
+		{indexer.TypePromptCreated, prompt(id, 0, "One."), indexer.TypePromptIndexed, "unchanged", 1, nil},
+		{indexer.TypePromptCreated, prompt(id, 0, "Two."), indexer.TypePromptIndexed, "created", 2, nil},
+		{indexer.TypePromptCreated, prompt(id, 2, "Two, changed."), indexer.TypeRejected, indexer.ReasonVersionConflict, 0, nil},
+		{indexer.TypePromptActivated, activate(2, "production"), indexer.TypePromptIndexed, "unchanged", 2, []any{"production"}},
+		{indexer.TypePromptCreated, prompt(id, 2, "Two."), indexer.TypePromptIndexed, "unchanged", 2, []any{"production"}},
+		{indexer.TypePromptCreated, prompt(id, 5, "Five."), indexer.TypePromptIndexed, "created", 5, nil},
+		{indexer.TypePromptCreated, prompt(id, 0, "Six."), indexer.TypePromptIndexed, "created", 6, nil},
+		{indexer.TypePromptCreated, prompt(id, 4, "Four."), indexer.TypePromptIndexed, "created", 4, nil},
+		{indexer.TypePromptCreated, prompt(id, 0, "Six."), indexer.TypePromptIndexed, "unchanged", 6, nil},
+		{indexer.TypePromptActivated, activate(7, "staging"), indexer.TypeRejected, indexer.ReasonUnknownVersion, 0, nil},
+		{indexer.TypePromptCreated, prompt(id, 0, "Seven."), indexer.TypePromptIndexed, "created", 7, nil},
+		{indexer.TypePromptActivated, activate(7, "staging"), indexer.TypePromptIndexed, "unchanged", 7, []any{"staging"}},
+		{indexer.TypePromptCreated, prompt(id, 4, "Four, changed."), indexer.TypeRejected, indexer.ReasonVersionConflict, 0, nil},
+		{indexer.TypePromptCreated, prompt("other", 0, "Other."), indexer.TypePromptIndexed, "created", 1, nil},
+	}
+	run := func(t *testing.T, oneBatch bool) ([]map[string]any, indexer.State) {
+		r := newRig(t)
+		ds := make([]*bus.Delivery, len(steps))
+		for i, s := range steps {
+			ds[i] = r.delivery(t, s.typ, s.data)
+		}
+		if oneBatch {
+			r.handle(t, ds...)
+		} else {
+			for _, d := range ds {
+				r.handle(t, d)
+			}
+		}
+		got := r.out.byCause(t)
+		out := make([]map[string]any, len(steps))
+		for i, s := range steps {
+			res, ok := got[ds[i].Event.ID()]
+			require.True(t, ok, "step %d: no result", i)
+			require.Equal(t, s.want, res.Type, "step %d", i)
+			if s.want == indexer.TypeRejected {
+				require.Equal(t, s.outcome, res.Data["reason_code"], "step %d", i)
+				require.Equal(t, ds[i].Event.ID(), res.Data["event_id"], "step %d", i)
+				// Event ids and the tenant differ between the runs.
+				delete(res.Data, "event_id")
+				res.Data["reason"] = strings.ReplaceAll(res.Data["reason"].(string), r.tenant, "<tenant>")
+			} else {
+				require.Equal(t, s.outcome, res.Data["outcome"], "step %d", i)
+				require.Equal(t, float64(s.version), res.Data["version"], "step %d", i)
+				labels, _ := res.Data["labels"].([]any)
+				require.Equal(t, s.labels, labels, "step %d", i)
+			}
+			out[i] = res.Data
+		}
+		state, err := indexer.ReadState(context.Background(), r.pool, r.tenant)
+		require.NoError(t, err)
+		require.Equal(t, indexer.Compute("indexer-test", ds), state)
+		// The production label pins version 2: it stays served.
+		var current []int
+		for _, p := range state.Prompts {
+			if p.ID == id && p.Current {
+				current = append(current, p.Version)
+			}
+		}
+		require.Equal(t, []int{2}, current)
+		return out, state
+	}
+	alone, aloneState := run(t, false)
+	batched, batchedState := run(t, true)
+	require.Equal(t, alone, batched)
+	// The states differ only in event ids (each run has its own tenant's events).
+	for _, s := range []*indexer.State{&aloneState, &batchedState} {
+		for i := range s.Prompts {
+			s.Prompts[i].EventID = ""
+		}
+	}
+	require.Equal(t, aloneState, batchedState)
 }

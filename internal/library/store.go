@@ -36,29 +36,44 @@ var ErrNotFound = errors.New("not found")
 // did. The caller decides what an existing version means (Get and compare
 // hashes).
 func Insert(ctx context.Context, db DB, r Row) (bool, error) {
-	params, err := json.Marshal(nonNilParams(r.Parameters))
+	args, err := insertArgs(r)
 	if err != nil {
-		return false, fmt.Errorf("encode parameters: %w", err)
+		return false, err
 	}
-	// JSON goes as text: []byte would be sent as bytea in the exec and
-	// simple protocols (PGlite).
-	var meta any
-	if len(r.Metadata) > 0 {
-		meta = string(r.Metadata)
-	}
-	var vec any
-	if r.Embedding != nil {
-		vec = pgvector.NewVector(r.Embedding)
-	}
-	// One statement: the insert, and when the new row is the served one,
-	// the update that takes the version served before out of the served
-	// set (found through prompts_current). A new row that is not served
-	// (a production label pins another, or a newer version exists)
-	// changes nothing else. What Refresh does in general, for the one
-	// case an insert can make, in one round trip and without reading
-	// every version of the id.
 	var inserted bool
-	err = db.QueryRow(ctx, `
+	if err := db.QueryRow(ctx, insertSQL, args...).Scan(&inserted); err != nil {
+		return false, fmt.Errorf("insert prompt %s@%d: %w", r.ID, r.Version, err)
+	}
+	return inserted, nil
+}
+
+// QueueInsert queues Insert of r in b; when b is sent, done learns whether
+// r was stored, and its error becomes the batch's. Queued inserts travel
+// in one round trip, and the server runs them in order, each seeing those
+// before it.
+func QueueInsert(b *pgx.Batch, r Row, done func(inserted bool) error) error {
+	args, err := insertArgs(r)
+	if err != nil {
+		return err
+	}
+	b.Queue(insertSQL, args...).QueryRow(func(row pgx.Row) error {
+		var inserted bool
+		if err := row.Scan(&inserted); err != nil {
+			return fmt.Errorf("insert prompt %s@%d: %w", r.ID, r.Version, err)
+		}
+		return done(inserted)
+	})
+	return nil
+}
+
+// insertSQL is one statement: the insert, and when the new row is the
+// served one, the update that takes the version served before out of the
+// served set (found through prompts_current). A new row that is not
+// served (a production label pins another, or a newer version exists)
+// changes nothing else. What Refresh does in general, for the one case an
+// insert can make, in one round trip and without reading every version of
+// the id.
+const insertSQL = `
 WITH ins AS (
   INSERT INTO prompts (tenant_id, id, version, hash, type, name, description, content, parameters,
                        tags, author, metadata, created_at, event_id, stream_seq, embedding, embedding_model, embedding_dim, current)
@@ -73,13 +88,78 @@ WITH ins AS (
 old AS (
   UPDATE prompts p SET current = false FROM ins
   WHERE ins.current AND p.tenant_id = $1 AND p.id = $2 AND p.current AND p.version <> $3)
-SELECT EXISTS (SELECT 1 FROM ins)`,
-		r.Tenant, r.ID, r.Version, r.Hash, r.Type, r.Name, r.Description, r.Content, string(params),
-		nonNilTags(r.Tags), r.Author, meta, r.CreatedAt.UTC(), r.EventID, int64(r.StreamSeq), vec, r.Model, len(r.Embedding)).Scan(&inserted)
+SELECT EXISTS (SELECT 1 FROM ins)`
+
+func insertArgs(r Row) ([]any, error) {
+	params, err := json.Marshal(nonNilParams(r.Parameters))
 	if err != nil {
-		return false, fmt.Errorf("insert prompt %s@%d: %w", r.ID, r.Version, err)
+		return nil, fmt.Errorf("encode parameters: %w", err)
 	}
-	return inserted, nil
+	// JSON goes as text: []byte would be sent as bytea in the exec and
+	// simple protocols (PGlite).
+	var meta any
+	if len(r.Metadata) > 0 {
+		meta = string(r.Metadata)
+	}
+	var vec any
+	if r.Embedding != nil {
+		vec = pgvector.NewVector(r.Embedding)
+	}
+	return []any{r.Tenant, r.ID, r.Version, r.Hash, r.Type, r.Name, r.Description, r.Content, string(params),
+		nonNilTags(r.Tags), r.Author, meta, r.CreatedAt.UTC(), r.EventID, int64(r.StreamSeq), vec, r.Model, len(r.Embedding)}, nil
+}
+
+// Ref names a version of a prompt; Version 0 names the newest.
+type Ref struct {
+	Tenant, ID string
+	Version    int
+}
+
+// Found is a version that exists, and its hash.
+type Found struct {
+	Version int
+	Hash    string
+}
+
+// Lookup finds the versions refs name, in one query: the map holds those
+// that exist (for Version 0, the newest version, if the prompt has any).
+func Lookup(ctx context.Context, db DB, refs []Ref) (map[Ref]Found, error) {
+	out := make(map[Ref]Found, len(refs))
+	if len(refs) == 0 {
+		return out, nil
+	}
+	tenants, ids, versions := make([]string, len(refs)), make([]string, len(refs)), make([]int32, len(refs))
+	for i, r := range refs {
+		tenants[i], ids[i], versions[i] = r.Tenant, r.ID, int32(r.Version)
+	}
+	// Each ref is one backward step of the primary key from its version
+	// (or the top): the first row is the version itself when it exists.
+	rows, err := db.Query(ctx, `
+SELECT u.n, x.version, x.hash
+FROM unnest($1::text[], $2::text[], $3::int[]) WITH ORDINALITY AS u(t, i, v, n)
+CROSS JOIN LATERAL (
+  SELECT p.version, p.hash FROM prompts p
+  WHERE p.tenant_id = u.t AND p.id = u.i AND p.version <= CASE WHEN u.v = 0 THEN 2147483647 ELSE u.v END
+  ORDER BY p.version DESC LIMIT 1) x`, tenants, ids, versions)
+	if err != nil {
+		return nil, fmt.Errorf("look up prompt versions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n int64
+		var f Found
+		if err := rows.Scan(&n, &f.Version, &f.Hash); err != nil {
+			return nil, fmt.Errorf("look up prompt versions: %w", err)
+		}
+		r := refs[n-1]
+		if r.Version == 0 || r.Version == f.Version {
+			out[r] = f
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("look up prompt versions: %w", err)
+	}
+	return out, nil
 }
 
 // Head returns the newest version of a prompt and its hash, or

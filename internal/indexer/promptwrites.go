@@ -1,0 +1,159 @@
+package indexer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentq/agentq/internal/library"
+)
+
+// txDB is what applying a batch needs of its transaction: statements, and
+// batches of them (*database.Unit).
+type txDB interface {
+	library.DB
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// promptWrites is one transaction's view of the prompt versions its batch
+// decides about: what the database held once the batch's prompt ids were
+// locked (read in one query, see load), plus the versions the batch has
+// created since, whose inserts wait in a pipeline until flush.
+//
+// Why: a prompt.created cost two round trips (its head, its insert), and
+// on a busy 2-core machine a round trip cost ~0.3 ms of waiting, more than
+// the insert's own 0.55 ms (20,000 prompts, native PostgreSQL 15: 300 ms
+// per writer per batch of 500, 141 ms of it in statements). Now a batch's
+// prompts cost two round trips in all.
+type promptWrites struct {
+	tx      txDB
+	known   map[library.Ref]library.Found // read by load; Version 0 = newest
+	read    map[library.Ref]bool          // what load asked (absent from known = no such version)
+	heads   map[promptKey]library.Found   // newest versions, created by this batch included
+	created map[library.Ref]string        // versions this batch created, and their hashes
+	pending *pgx.Batch
+}
+
+type promptKey struct{ tenant, id string }
+
+func newPromptWrites(tx txDB) *promptWrites {
+	return &promptWrites{tx: tx, read: map[library.Ref]bool{}, heads: map[promptKey]library.Found{}, created: map[library.Ref]string{}}
+}
+
+// load reads, in one query, the newest version of every prompt id the
+// fresh prompt.created events name, and the hash of every version they
+// give explicitly. Call it after lockKeys: no other copy can change them
+// until commit.
+func (w *promptWrites) load(ctx context.Context, ops []op, fresh []int) error {
+	var refs []library.Ref
+	add := func(r library.Ref) {
+		if !w.read[r] {
+			w.read[r] = true
+			refs = append(refs, r)
+		}
+	}
+	for _, i := range fresh {
+		if o := &ops[i]; o.kind == opPrompt && o.reject == nil {
+			p := o.prompt
+			add(library.Ref{Tenant: p.Tenant, ID: p.ID})
+			if p.Version > 0 {
+				add(library.Ref{Tenant: p.Tenant, ID: p.ID, Version: p.Version})
+			}
+		}
+	}
+	known, err := library.Lookup(ctx, w.tx, refs)
+	if err != nil {
+		return err
+	}
+	w.known = known
+	return nil
+}
+
+// head returns the newest version of a prompt and its hash, those created
+// by this batch included; ok is false when it has none.
+func (w *promptWrites) head(ctx context.Context, tenant, id string) (library.Found, bool, error) {
+	k := promptKey{tenant, id}
+	if f, ok := w.heads[k]; ok {
+		return f, true, nil
+	}
+	r := library.Ref{Tenant: tenant, ID: id}
+	if !w.read[r] {
+		// Not loaded (not a fresh create of this batch): ask.
+		if err := w.flush(ctx); err != nil {
+			return library.Found{}, false, err
+		}
+		v, h, err := library.Head(ctx, w.tx, tenant, id)
+		if errors.Is(err, library.ErrNotFound) {
+			return library.Found{}, false, nil
+		}
+		return library.Found{Version: v, Hash: h}, err == nil, err
+	}
+	f, ok := w.known[r]
+	return f, ok, nil
+}
+
+// hashOf returns the hash of one version, created by this batch or before;
+// ok is false when it does not exist.
+func (w *promptWrites) hashOf(ctx context.Context, tenant, id string, version int) (string, bool, error) {
+	r := library.Ref{Tenant: tenant, ID: id, Version: version}
+	if h, ok := w.created[r]; ok {
+		return h, true, nil
+	}
+	if !w.read[r] {
+		if err := w.flush(ctx); err != nil {
+			return "", false, err
+		}
+		h, err := library.HashOf(ctx, w.tx, tenant, id, version)
+		if errors.Is(err, library.ErrNotFound) {
+			return "", false, nil
+		}
+		return h, err == nil, err
+	}
+	f, ok := w.known[r]
+	return f.Hash, ok, nil
+}
+
+// insert queues row's insert; the batch then counts it as existing. It
+// fails at flush if the version was taken after all (two copies cannot:
+// the advisory lock; a rebuild following contradictory facts can).
+func (w *promptWrites) insert(row library.Row) error {
+	if w.pending == nil {
+		w.pending = &pgx.Batch{}
+	}
+	p := row.Prompt
+	err := library.QueueInsert(w.pending, row, func(inserted bool) error {
+		if !inserted {
+			return fmt.Errorf("prompt %s version %d is already taken", p.ID, p.Version)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	w.created[library.Ref{Tenant: p.Tenant, ID: p.ID, Version: p.Version}] = p.Hash
+	k, top := promptKey{p.Tenant, p.ID}, library.Ref{Tenant: p.Tenant, ID: p.ID}
+	head, ok := w.heads[k]
+	if !ok {
+		if !w.read[top] {
+			return nil // head asks the database, after a flush
+		}
+		head = w.known[top]
+	}
+	if p.Version > head.Version {
+		head = library.Found{Version: p.Version, Hash: p.Hash}
+	}
+	w.heads[k] = head
+	return nil
+}
+
+// flush sends the queued inserts, in one round trip.
+func (w *promptWrites) flush(ctx context.Context) error {
+	if w.pending == nil || w.pending.Len() == 0 {
+		return nil
+	}
+	b := w.pending
+	w.pending = nil
+	return w.tx.SendBatch(ctx, b).Close()
+}
