@@ -55,7 +55,6 @@ type Search struct {
 	Concurrency          int           // requests served at once per endpoint and copy
 	Timeout              time.Duration // longest a request may take
 	Prepared             int           // search statements kept prepared per database connection
-	Arms                 string        // how a hybrid search runs its arms: one-statement or at-once
 }
 
 // Config is the whole configuration of an agentq binary.
@@ -159,7 +158,6 @@ var Vars = []Var{
 	{"AGENTQ_SEARCH_GET_CACHE_TTL", "10s", "longest a `prompts.get` answer is kept"},
 	{"AGENTQ_SEARCH_CONCURRENCY", "16", "search requests served at once per endpoint by each indexer copy"},
 	{"AGENTQ_SEARCH_TIMEOUT", "2s", "longest a search or prompts.get request may take before it is answered with a timeout error"},
-	{"AGENTQ_SEARCH_ARMS", "one-statement", "how a hybrid search runs its two arms: one-statement (one after the other in one statement on one connection) or at-once (each on a database connection of its own, then a statement that fuses them: a search waits for the slower arm when the database has cores to spare, at the cost of more statements per search)"},
 	{"AGENTQ_SEARCH_PREPARED", "32", "search statements each database connection keeps prepared with a generic plan (one per tenant and request shape, ~0.65 MB of Postgres memory each for prompts); the least recently used is deallocated"},
 }
 
@@ -269,7 +267,7 @@ func Load(getenv func(string) string) (Config, error) {
 			EmbedTimeout: dur("AGENTQ_SEARCH_EMBED_TIMEOUT"), CacheSize: num("AGENTQ_SEARCH_CACHE_SIZE"),
 			GetCacheSize: num("AGENTQ_SEARCH_GET_CACHE_SIZE"), GetCacheTTL: dur("AGENTQ_SEARCH_GET_CACHE_TTL"),
 			Concurrency: num("AGENTQ_SEARCH_CONCURRENCY"), Timeout: dur("AGENTQ_SEARCH_TIMEOUT"),
-			Prepared: num("AGENTQ_SEARCH_PREPARED"), Arms: get("AGENTQ_SEARCH_ARMS"),
+			Prepared: num("AGENTQ_SEARCH_PREPARED"),
 		},
 		Rater: Rater{
 			Timeout: dur("AGENTQ_RATER_TIMEOUT"), Concurrency: num("AGENTQ_RATER_CONCURRENCY"),
@@ -348,7 +346,6 @@ func (c Config) Validate() error {
 	check(c.Search.ToolLimit >= 1 && c.Search.ToolLimit <= 100, "AGENTQ_SEARCH_TOOL_LIMIT %d: want 1..100", c.Search.ToolLimit)
 	check(c.Search.HalfLife > 0, "AGENTQ_SEARCH_HALF_LIFE must be positive")
 	check(c.Search.EFSearch >= 1 && c.Search.EFSearch <= 1000, "AGENTQ_SEARCH_EF_SEARCH %d: want 1..1000", c.Search.EFSearch)
-	check(oneOf(c.Search.Arms, "at-once", "one-statement"), "AGENTQ_SEARCH_ARMS %q: want at-once or one-statement", c.Search.Arms)
 	check(oneOf(c.Search.PromptIndex, "ivfflat", "hnsw"), "AGENTQ_SEARCH_PROMPT_INDEX %q: want ivfflat or hnsw", c.Search.PromptIndex)
 	check(c.Search.IndexCheck > 0, "AGENTQ_SEARCH_INDEX_CHECK must be positive")
 	check(c.Search.Probes >= 1 && c.Search.Probes <= 10000, "AGENTQ_SEARCH_PROBES %d: want 1..10000", c.Search.Probes)

@@ -186,6 +186,5 @@ func SearchOptions(c config.Search) search.Options {
 		PromptIndex: search.Method(c.PromptIndex), Probes: c.Probes,
 		NeutralQuality: c.NeutralQuality, EmbedTimeout: c.EmbedTimeout, CacheSize: c.CacheSize,
 		GetCacheSize: c.GetCacheSize, GetCacheTTL: c.GetCacheTTL, Prepared: c.Prepared,
-		ArmsAtOnce: c.Arms == "at-once",
 	}
 }

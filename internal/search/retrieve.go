@@ -482,9 +482,6 @@ func (s *Searcher) FullTextArm(ctx context.Context, kind EvalKind, tenant, query
 // 7.0 ms, p99 no better, tool search slower. The vector arm is most of
 // the time and the fusing statement costs ~0.7 ms, so it was not kept.
 func (s *Searcher) retrieve(ctx context.Context, p plan, topK int, kd kind, tune tuning, filter string, named map[string]any, tail string, scan func(pgx.Rows) error) error {
-	if p.mode == Hybrid && s.opts.ArmsAtOnce {
-		return s.retrieveArms(ctx, p, topK, kd, tune, filter, named, tail, scan)
-	}
 	ctes, err := tune.retrievalSQL(kd, p.mode, filter, p.model, len(p.vec))
 	if err != nil {
 		return err

@@ -146,12 +146,6 @@ type Options struct {
 	// shape, and a prompt search's plan holds ~0.65 MB of its backend's
 	// memory.
 	Prepared int
-	// ArmsAtOnce runs a hybrid search's arms at once, each on a
-	// connection of its own, then fuses them in a third statement (see
-	// arms.go), instead of one after the other in one statement: the
-	// search waits for the slower arm, not for both, when the database
-	// has cores to spare; more statements and connections per search.
-	ArmsAtOnce bool
 }
 
 func (o *Options) defaults() error {
