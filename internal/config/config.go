@@ -46,6 +46,7 @@ type Search struct {
 	PromptIndex          string        // vector index of prompts: ivfflat or hnsw
 	Probes               int           // ivfflat.probes
 	IndexCheck           time.Duration // how often the indexer looks whether an IVFFlat index needs rebuilding
+	PendingFlush         time.Duration // how often the indexer merges the full-text indexes' pending lists; 0: never
 	LexicalCandidates    int           // full-text matches ranked per query, the p99 bound
 	NeutralQuality       float64       // quality of a candidate with no figures yet
 	EmbedTimeout         time.Duration // past it a search answers from full text, flagged degraded
@@ -150,6 +151,7 @@ var Vars = []Var{
 	{"AGENTQ_SEARCH_PROMPT_INDEX", "ivfflat", "vector index of prompts: ivfflat (cheap to insert into; the indexer rebuilds it as the served prompts grow) or hnsw; a change takes effect when the indexer starts"},
 	{"AGENTQ_SEARCH_PROBES", "10", "ivfflat.probes of the vector arm of an IVFFlat index: lists scanned, about 400 rows each"},
 	{"AGENTQ_SEARCH_INDEX_CHECK", "30s", "how often an indexer copy looks whether prompts' IVFFlat index should be rebuilt for the rows it covers (when they have grown or shrunk by half since it was built; without blocking writes or searches)"},
+	{"AGENTQ_SEARCH_PENDING_FLUSH", "1s", "how often each indexer copy merges the pending lists of the full-text (GIN) indexes into them: every search reads the whole list, which otherwise grows to 4 MB between merges and stays after a burst of writes until autovacuum; 0 leaves it to Postgres"},
 	{"AGENTQ_SEARCH_LEXICAL_CANDIDATES", "200", "full-text matches ranked per query form: bounds the lexical arm's cost"},
 	{"AGENTQ_SEARCH_NEUTRAL_QUALITY", "0.5", "quality given to a prompt or tool with no figures yet"},
 	{"AGENTQ_SEARCH_EMBED_TIMEOUT", "1s", "longest wait for a query's embedding; past it the search answers from full text, flagged degraded"},
@@ -263,6 +265,7 @@ func Load(getenv func(string) string) (Config, error) {
 			PromptWeights: weights("AGENTQ_SEARCH_PROMPT_WEIGHTS"), ToolWeights: weights("AGENTQ_SEARCH_TOOL_WEIGHTS"),
 			HalfLife: dur("AGENTQ_SEARCH_HALF_LIFE"), EFSearch: num("AGENTQ_SEARCH_EF_SEARCH"),
 			PromptIndex: get("AGENTQ_SEARCH_PROMPT_INDEX"), Probes: num("AGENTQ_SEARCH_PROBES"), IndexCheck: dur("AGENTQ_SEARCH_INDEX_CHECK"),
+			PendingFlush:      dur("AGENTQ_SEARCH_PENDING_FLUSH"),
 			LexicalCandidates: num("AGENTQ_SEARCH_LEXICAL_CANDIDATES"), NeutralQuality: float("AGENTQ_SEARCH_NEUTRAL_QUALITY"),
 			EmbedTimeout: dur("AGENTQ_SEARCH_EMBED_TIMEOUT"), CacheSize: num("AGENTQ_SEARCH_CACHE_SIZE"),
 			GetCacheSize: num("AGENTQ_SEARCH_GET_CACHE_SIZE"), GetCacheTTL: dur("AGENTQ_SEARCH_GET_CACHE_TTL"),
@@ -348,6 +351,7 @@ func (c Config) Validate() error {
 	check(c.Search.EFSearch >= 1 && c.Search.EFSearch <= 1000, "AGENTQ_SEARCH_EF_SEARCH %d: want 1..1000", c.Search.EFSearch)
 	check(oneOf(c.Search.PromptIndex, "ivfflat", "hnsw"), "AGENTQ_SEARCH_PROMPT_INDEX %q: want ivfflat or hnsw", c.Search.PromptIndex)
 	check(c.Search.IndexCheck > 0, "AGENTQ_SEARCH_INDEX_CHECK must be positive")
+	check(c.Search.PendingFlush >= 0, "AGENTQ_SEARCH_PENDING_FLUSH must not be negative")
 	check(c.Search.Probes >= 1 && c.Search.Probes <= 10000, "AGENTQ_SEARCH_PROBES %d: want 1..10000", c.Search.Probes)
 	check(c.Search.LexicalCandidates >= 1, "AGENTQ_SEARCH_LEXICAL_CANDIDATES must be positive")
 	check(c.Search.NeutralQuality >= 0 && c.Search.NeutralQuality <= 1, "AGENTQ_SEARCH_NEUTRAL_QUALITY %v: want 0..1", c.Search.NeutralQuality)

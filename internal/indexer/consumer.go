@@ -104,6 +104,9 @@ func serveSearch(ctx context.Context, d *app.Deps, emb Embedders) (*search.Searc
 		go ensureIndexesLater(ctx, d, semb, opts.Indexes())
 	}
 	go maintainIndexes(ctx, d, semb, opts.Indexes(), c.IndexCheck)
+	if c.PendingFlush > 0 {
+		go flushPendingLists(ctx, d, c.PendingFlush)
+	}
 	s, err := search.New(d.Pool, semb, opts, d.Log)
 	if err != nil {
 		return nil, nil, err
@@ -169,6 +172,30 @@ func maintainIndexes(ctx context.Context, d *app.Deps, semb search.Embedders, o 
 				Dur("took", m.Took).Strs("dropped", m.Dropped).Msg("vector index rebuilt for the rows it covers")
 		case len(m.Dropped) > 0:
 			d.Log.Info().Strs("dropped", m.Dropped).Msg("vector indexes dropped")
+		}
+	}
+}
+
+// flushPendingLists merges the full-text indexes' pending lists every
+// interval until ctx ends (see search.FlushPendingLists). After a failure
+// it waits a minute: a database that refuses it (not the indexes' owner)
+// would refuse it every time.
+func flushPendingLists(ctx context.Context, d *app.Deps, every time.Duration) {
+	wait := every
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = every
+		pages, err := search.FlushPendingLists(ctx, d.Pool)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			d.Log.Warn().Err(err).Msg("full-text pending lists left for autovacuum; trying again in a minute")
+			wait = max(every, time.Minute)
+		case pages > 0:
+			d.Log.Debug().Int64("pages", pages).Msg("full-text pending lists merged")
 		}
 	}
 }
