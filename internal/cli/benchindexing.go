@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
@@ -167,9 +168,24 @@ func (b *indexerBench) indexing(ctx context.Context) error {
 		return fmt.Errorf("%d events rejected, e.g. %s", ix.Rejected, reject)
 	}
 	// Autovacuum would analyse the new rows soon; do it now, so plans
-	// are those of a settled table.
-	_, err = b.d.Pool.Exec(ctx, `ANALYZE prompts; ANALYZE tools; ANALYZE prompt_labels; ANALYZE index_tool_health; ANALYZE index_quality`)
-	return err
+	// are those of a settled table. A table at a time, each tried again
+	// when Postgres breaks a deadlock by cancelling it: the indexer may be
+	// rebuilding prompts' IVFFlat index (CREATE INDEX CONCURRENTLY waits
+	// for the ANALYZE's transaction, which waits for the build's lock).
+	for _, table := range []string{"prompts", "tools", "prompt_labels", "index_tool_health", "index_quality"} {
+		for try := 1; ; try++ {
+			_, err = b.d.Pool.Exec(ctx, `ANALYZE `+table)
+			var pgErr *pgconn.PgError
+			if err == nil || try == 5 || !errors.As(err, &pgErr) || pgErr.Code != "40P01" {
+				break
+			}
+			b.say("ANALYZE %s met the index build (deadlock); again", table)
+		}
+		if err != nil {
+			return fmt.Errorf("analyze %s: %w", table, err)
+		}
+	}
+	return nil
 }
 
 // existing checks that the --search-only tenant holds the corpus of these
