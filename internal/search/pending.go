@@ -17,7 +17,7 @@ import (
 // table. Merging it soon after the writes (FlushPendingLists) gives
 // searches the merged index and keeps the merge off the writers' path.
 // A smaller gin_pending_list_limit (128 kB) did the same for searches but
-// cost the writers a third of their rate (1,049 against 1,333–1,578
+// cost the writers a fifth to a third of their rate (1,049 against 1,333–1,578
 // prompts/s).
 
 // FlushPendingLists merges the pending lists of prompts' and tools' GIN
