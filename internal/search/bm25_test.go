@@ -238,3 +238,28 @@ func TestStatsDoNotSerialiseWriters(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT docs FROM search_corpus WHERE tenant_id = $1 AND kind = 'prompt'`, tenant).Scan(&docs))
 	require.Equal(t, int64(2), docs)
 }
+
+// TestBM25AllWordsBranch: when the rarest word of a query is in more rows
+// than the bound, the rows holding every word are still candidates, by
+// the second candidate query (which a query of one lexeme skips: see
+// lexCTEs). The row with both words is inserted last, so the bounded
+// first query (5 of the 31 rows with its rarest word) would not read it.
+func TestBM25AllWordsBranch(t *testing.T) {
+	ctx := context.Background()
+	tenant := testenv.Tenant(t)
+	a, b := word(t)+"a", word(t)+"b"
+	f := newFixture(t, lexical, search.Options{LexicalCandidates: 5})
+	for i := range 30 {
+		f.prompt(promptSpec{tenant: tenant, id: fmt.Sprintf("a-%02d", i), content: "Write about " + a + "."})
+	}
+	for i := range 40 {
+		f.prompt(promptSpec{tenant: tenant, id: fmt.Sprintf("b-%02d", i), content: "Write about " + b + "."})
+	}
+	f.prompt(promptSpec{tenant: tenant, id: "both", content: "Write about " + a + " and " + b + "."})
+	resp, err := f.s.WithMode(search.Lexical).Prompts(ctx, tenant, search.PromptsRequest{Query: a + " " + b, Limit: 50})
+	require.NoError(t, err)
+	ids := idsIn(resp, tenant)
+	require.NotEmpty(t, ids)
+	require.Equal(t, "both", ids[0], ids)
+	require.LessOrEqual(t, len(ids), 10, "at most the bound's rows from each candidate query")
+}
