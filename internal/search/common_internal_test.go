@@ -1,0 +1,126 @@
+package search
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/embed"
+	"github.com/agentq/agentq/internal/testenv"
+)
+
+// TestCommonLexemesAreScanned: the full-text arm reads the candidates of
+// a query whose rarest lexeme is in more than commonShare of the rows by
+// a scan that stops at the bound, and those of any other query through
+// the GIN index; the other form is never executed (EXPLAIN ANALYZE of
+// the arm's statement, generic plan, as search runs it). Both find rows.
+func TestCommonLexemesAreScanned(t *testing.T) {
+	ctx := context.Background()
+	pool := testenv.Pool(t)
+	lex := embed.Lexical{}
+	require.NoError(t, EnsureIndexes(ctx, pool, Embedders{Prompts: lex, Tools: lex}, IndexOptions{}))
+	tenant := testenv.Tenant(t)
+	common, rare := "zqc"+tenant[1:], "zqr"+tenant[1:]
+	// The statistics count _global's prompts too (other tests leave some
+	// in a shared database): half of 40 + 2 × theirs keeps the common
+	// word in more than a third of the rows counted.
+	var global int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(sum(docs), 0) FROM search_corpus WHERE tenant_id = '_global' AND kind = 'prompt'`).Scan(&global))
+	require.Less(t, global, 5000, "too many _global prompts for this test's corpus")
+	var docs []EvalDoc
+	for i := range 40 + 2*global {
+		text := fmt.Sprintf("Plain prompt number %d about nothing much.", i)
+		if i%2 == 0 {
+			text = fmt.Sprintf("Prompt %d about %s things.", i, common)
+		}
+		if i == 7 {
+			text += " " + rare
+		}
+		docs = append(docs, EvalDoc{ID: fmt.Sprintf("p%02d", i), Text: text})
+	}
+	require.NoError(t, LoadCorpus(ctx, pool, tenant, EvalPrompts, EvalSet{Docs: docs}, lex))
+	_, err := FoldStats(ctx, pool)
+	require.NoError(t, err)
+
+	ctes, err := promptTuning.retrievalSQL(promptKind, Lexical, promptFilter, "", 0)
+	require.NoError(t, err)
+	lit, err := literal(tenant)
+	require.NoError(t, err)
+	for _, c := range []struct {
+		query  string
+		common bool
+		rows   int
+	}{
+		{common, true, 5},               // in half the rows: scanned, the bound's 5
+		{rare, false, 1},                // in 1 row: through the index
+		{common + " " + rare, false, 1}, // the rarest decides
+	} {
+		sql, args := bind(ctes+"\nSELECT * FROM fused", map[string]any{"tenant": sqlLiteral(lit), "query": c.query, "k": 20, "lexn": 5})
+		conn, err := pool.Acquire(ctx)
+		require.NoError(t, err)
+		_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
+		require.NoError(t, err)
+		var plan []map[string]any
+		var raw string
+		require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&raw), c.query)
+		_, err = conn.Exec(ctx, `RESET plan_cache_mode`)
+		require.NoError(t, err)
+		conn.Release()
+		require.NoError(t, json.Unmarshal([]byte(raw), &plan))
+		// The candidates are an Append of three queries: through the
+		// index, by a scan, all words (see lexCTEs); count the reads of
+		// prompts each one executed.
+		top := plan[0]["Plan"].(map[string]any)
+		rows, _ := top["Actual Rows"].(float64)
+		var branches []map[string]any
+		var find func(n map[string]any)
+		find = func(n map[string]any) {
+			if kids := asNodes(n["Plans"]); n["Node Type"] == "Append" && len(kids) == 3 {
+				branches = kids
+			}
+			for _, p := range asNodes(n["Plans"]) {
+				find(p)
+			}
+		}
+		find(top)
+		require.Len(t, branches, 3, c.query)
+		reads := func(n map[string]any) float64 {
+			var total float64
+			var walk func(n map[string]any)
+			walk = func(n map[string]any) {
+				if n["Relation Name"] == "prompts" {
+					loops, _ := n["Actual Loops"].(float64)
+					total += loops
+				}
+				for _, p := range asNodes(n["Plans"]) {
+					walk(p)
+				}
+			}
+			walk(n)
+			return total
+		}
+		indexed, scanned := reads(branches[0]), reads(branches[1])
+		if c.common {
+			require.Zero(t, indexed, "%s: a common lexeme's candidates came through the index", c.query)
+			require.Positive(t, scanned, "%s: not scanned", c.query)
+		} else {
+			require.Positive(t, indexed, "%s: not through the index", c.query)
+			require.Zero(t, scanned, "%s: scanned", c.query)
+		}
+		require.Equal(t, float64(c.rows), rows, c.query)
+	}
+}
+
+func asNodes(v any) []map[string]any {
+	list, _ := v.([]any)
+	out := make([]map[string]any, 0, len(list))
+	for _, x := range list {
+		if m, ok := x.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
