@@ -179,7 +179,7 @@ func (ix *Indexer) applyPrompt(ctx context.Context, w *promptWrites, o *op) (*re
 	outcome := OutcomeCreated
 	if p.Version > 0 {
 		p.Hash = library.Hash(p.ID, p.Version, p.Content, p.Type)
-		existing, found, err := w.hashOf(ctx, p.Tenant, p.ID, p.Version)
+		existing, found, err := w.hashOf(p.Tenant, p.ID, p.Version)
 		if err != nil {
 			return nil, err
 		}
@@ -199,7 +199,7 @@ func (ix *Indexer) applyPrompt(ctx context.Context, w *promptWrites, o *op) (*re
 			}), nil
 		}
 	} else {
-		head, _, err := w.head(ctx, p.Tenant, p.ID)
+		head, err := w.head(p.Tenant, p.ID)
 		if err != nil {
 			return nil, err
 		}

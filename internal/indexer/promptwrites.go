@@ -2,7 +2,6 @@ package indexer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -72,47 +71,36 @@ func (w *promptWrites) load(ctx context.Context, ops []op, fresh []int) error {
 }
 
 // head returns the newest version of a prompt and its hash, those created
-// by this batch included; ok is false when it has none.
-func (w *promptWrites) head(ctx context.Context, tenant, id string) (library.Found, bool, error) {
-	k := promptKey{tenant, id}
-	if f, ok := w.heads[k]; ok {
-		return f, true, nil
+// by this batch included; the zero Found when it has none.
+func (w *promptWrites) head(tenant, id string) (library.Found, error) {
+	if f, ok := w.heads[promptKey{tenant, id}]; ok {
+		return f, nil
 	}
 	r := library.Ref{Tenant: tenant, ID: id}
 	if !w.read[r] {
-		// Not loaded (not a fresh create of this batch): ask.
-		if err := w.flush(ctx); err != nil {
-			return library.Found{}, false, err
-		}
-		v, h, err := library.Head(ctx, w.tx, tenant, id)
-		if errors.Is(err, library.ErrNotFound) {
-			return library.Found{}, false, nil
-		}
-		return library.Found{Version: v, Hash: h}, err == nil, err
+		return library.Found{}, errNotLoaded(r)
 	}
-	f, ok := w.known[r]
-	return f, ok, nil
+	return w.known[r], nil
 }
 
 // hashOf returns the hash of one version, created by this batch or before;
 // ok is false when it does not exist.
-func (w *promptWrites) hashOf(ctx context.Context, tenant, id string, version int) (string, bool, error) {
+func (w *promptWrites) hashOf(tenant, id string, version int) (string, bool, error) {
 	r := library.Ref{Tenant: tenant, ID: id, Version: version}
 	if h, ok := w.created[r]; ok {
 		return h, true, nil
 	}
 	if !w.read[r] {
-		if err := w.flush(ctx); err != nil {
-			return "", false, err
-		}
-		h, err := library.HashOf(ctx, w.tx, tenant, id, version)
-		if errors.Is(err, library.ErrNotFound) {
-			return "", false, nil
-		}
-		return h, err == nil, err
+		return "", false, errNotLoaded(r)
 	}
 	f, ok := w.known[r]
 	return f.Hash, ok, nil
+}
+
+// errNotLoaded is a bug: load reads every ref the batch's prompt creates
+// are decided by.
+func errNotLoaded(r library.Ref) error {
+	return fmt.Errorf("prompt %s version %d was not loaded for this batch", r.ID, r.Version)
 }
 
 // insert queues row's insert; the batch then counts it as existing. It
@@ -136,10 +124,7 @@ func (w *promptWrites) insert(row library.Row) error {
 	k, top := promptKey{p.Tenant, p.ID}, library.Ref{Tenant: p.Tenant, ID: p.ID}
 	head, ok := w.heads[k]
 	if !ok {
-		if !w.read[top] {
-			return nil // head asks the database, after a flush
-		}
-		head = w.known[top]
+		head = w.known[top] // load read it
 	}
 	if p.Version > head.Version {
 		head = library.Found{Version: p.Version, Hash: p.Hash}

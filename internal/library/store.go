@@ -162,23 +162,6 @@ CROSS JOIN LATERAL (
 	return out, nil
 }
 
-// Head returns the newest version of a prompt and its hash, or
-// ErrNotFound.
-func Head(ctx context.Context, db DB, tenant, id string) (version int, hash string, err error) {
-	err = db.QueryRow(ctx, `SELECT version, hash FROM prompts WHERE tenant_id = $1 AND id = $2 ORDER BY version DESC LIMIT 1`,
-		tenant, id).Scan(&version, &hash)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, "", ErrNotFound
-	}
-	return version, hash, err
-}
-
-// HashOf returns the hash of one version, or ErrNotFound.
-func HashOf(ctx context.Context, db DB, tenant, id string, version int) (string, error) {
-	h, _, err := Created(ctx, db, tenant, id, version)
-	return h, err
-}
-
 // Created returns the hash of one version and the stream sequence of the
 // event that created it, or ErrNotFound.
 func Created(ctx context.Context, db DB, tenant, id string, version int) (string, uint64, error) {

@@ -63,46 +63,32 @@ func TestCommonLexemesAreScanned(t *testing.T) {
 		require.NoError(t, err)
 		_, err = conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`)
 		require.NoError(t, err)
-		var plan []map[string]any
+		var plan []struct{ Plan planNode }
 		var raw string
 		require.NoError(t, conn.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&raw), c.query)
 		_, err = conn.Exec(ctx, `RESET plan_cache_mode`)
 		require.NoError(t, err)
 		conn.Release()
 		require.NoError(t, json.Unmarshal([]byte(raw), &plan))
+		require.Len(t, plan, 1)
 		// The candidates are an Append of three queries: through the
 		// index, by a scan, all words (see lexCTEs); count the reads of
 		// prompts each one executed.
-		top := plan[0]["Plan"].(map[string]any)
-		rows, _ := top["Actual Rows"].(float64)
-		var branches []map[string]any
-		var find func(n map[string]any)
-		find = func(n map[string]any) {
-			if kids := asNodes(n["Plans"]); n["Node Type"] == "Append" && len(kids) == 3 {
-				branches = kids
-			}
-			for _, p := range asNodes(n["Plans"]) {
-				find(p)
-			}
-		}
-		find(top)
-		require.Len(t, branches, 3, c.query)
-		reads := func(n map[string]any) float64 {
+		top := plan[0].Plan
+		rows := top.Rows
+		branches := top.find(func(n planNode) bool { return n.Type == "Append" && len(n.Plans) == 3 })
+		require.NotNil(t, branches, c.query)
+		reads := func(n planNode) float64 {
 			var total float64
-			var walk func(n map[string]any)
-			walk = func(n map[string]any) {
-				if n["Relation Name"] == "prompts" {
-					loops, _ := n["Actual Loops"].(float64)
-					total += loops
-				}
-				for _, p := range asNodes(n["Plans"]) {
-					walk(p)
+			for _, m := range n.all() {
+				if m.Relation == "prompts" {
+					total += m.Loops
 				}
 			}
-			walk(n)
 			return total
 		}
-		indexed, scanned := reads(branches[0]), reads(branches[1])
+		branch := branches.Plans
+		indexed, scanned := reads(branch[0]), reads(branch[1])
 		if c.common {
 			require.Zero(t, indexed, "%s: a common lexeme's candidates came through the index", c.query)
 			require.Positive(t, scanned, "%s: not scanned", c.query)
@@ -114,13 +100,31 @@ func TestCommonLexemesAreScanned(t *testing.T) {
 	}
 }
 
-func asNodes(v any) []map[string]any {
-	list, _ := v.([]any)
-	out := make([]map[string]any, 0, len(list))
-	for _, x := range list {
-		if m, ok := x.(map[string]any); ok {
-			out = append(out, m)
-		}
+// planNode is a node of EXPLAIN (ANALYZE, FORMAT JSON).
+type planNode struct {
+	Type     string     `json:"Node Type"`
+	Relation string     `json:"Relation Name"`
+	Loops    float64    `json:"Actual Loops"`
+	Rows     float64    `json:"Actual Rows"`
+	Plans    []planNode `json:"Plans"`
+}
+
+// all returns n and every node below it.
+func (n planNode) all() []planNode {
+	out := []planNode{n}
+	for _, p := range n.Plans {
+		out = append(out, p.all()...)
 	}
 	return out
+}
+
+// find returns the last node in n.all() that match accepts, or nil.
+func (n planNode) find(match func(planNode) bool) *planNode {
+	var found *planNode
+	for _, m := range n.all() {
+		if match(m) {
+			found = &m
+		}
+	}
+	return found
 }

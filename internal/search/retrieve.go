@@ -198,15 +198,15 @@ func (t tuning) lexCTEs(k kind, filter string) []string {
 		// sorts and copies whole tsvectors (~900 bytes per prompt).
 		fmt.Sprintf(`lexm AS (
   SELECT DISTINCT ON (%[1]s) * FROM (
-    (SELECT %[2]s, length(a.search_text) AS dl, %[5]s AS hits FROM %[3]s a, lexp, lexq
+    (SELECT %[2]s FROM %[3]s a, lexp, lexq
      WHERE NOT (SELECT common FROM lexp) AND a.search_text @@ lexp.q AND %[4]s LIMIT {lexn})
     UNION ALL
-    (SELECT %[2]s, length(a.search_text) AS dl, %[5]s AS hits
-     FROM (SELECT a.* FROM %[3]s a WHERE (SELECT common FROM lexp) AND %[4]s LIMIT %[6]d * {lexn}) a, lexp, lexq
+    (SELECT %[2]s
+     FROM (SELECT a.* FROM %[3]s a WHERE (SELECT common FROM lexp) AND %[4]s LIMIT %[5]d * {lexn}) a, lexp, lexq
      WHERE ts_match_vq(a.search_text, lexp.q) LIMIT {lexn})
     UNION ALL
-    (SELECT %[2]s, length(a.search_text) AS dl, %[5]s AS hits FROM %[3]s a, lexq WHERE NOT lexq.one AND a.search_text @@ lexq.andq AND %[4]s LIMIT {lexn})) x
-  ORDER BY %[1]s)`, keys, keysA, k.table, filter, hits, commonScan),
+    (SELECT %[2]s FROM %[3]s a, lexq WHERE NOT lexq.one AND a.search_text @@ lexq.andq AND %[4]s LIMIT {lexn})) x
+  ORDER BY %[1]s)`, keys, keysA+", length(a.search_text) AS dl, "+hits+" AS hits", k.table, filter, commonScan),
 		fmt.Sprintf(`lex AS (
   SELECT * FROM (
     SELECT c.*, row_number() OVER (ORDER BY c.lrank DESC, %[1]s) AS r FROM (
