@@ -56,6 +56,7 @@ type Search struct {
 	Concurrency          int           // requests served at once per endpoint and copy
 	Timeout              time.Duration // longest a request may take
 	Prepared             int           // search statements kept prepared per database connection
+	ArmsApart            int           // hybrid searches at a time that may run their arms at once on two connections; 0: none
 }
 
 // Config is the whole configuration of an agentq binary.
@@ -161,6 +162,7 @@ var Vars = []Var{
 	{"AGENTQ_SEARCH_CONCURRENCY", "16", "search requests served at once per endpoint by each indexer copy"},
 	{"AGENTQ_SEARCH_TIMEOUT", "2s", "longest a search or prompts.get request may take before it is answered with a timeout error"},
 	{"AGENTQ_SEARCH_PREPARED", "32", "search statements each database connection keeps prepared with a generic plan (one per tenant and request shape, ~0.65 MB of Postgres memory each for prompts); the least recently used is deallocated"},
+	{"AGENTQ_SEARCH_ARMS_APART", "1", "hybrid searches at a time, per indexer copy, that run their vector and full-text arms at once on two database connections (at most a quarter of the pool); the others run both arms in one statement; 0: every search runs one statement"},
 }
 
 // Load reads the configuration through getenv (os.Getenv in main) and
@@ -270,7 +272,7 @@ func Load(getenv func(string) string) (Config, error) {
 			EmbedTimeout: dur("AGENTQ_SEARCH_EMBED_TIMEOUT"), CacheSize: num("AGENTQ_SEARCH_CACHE_SIZE"),
 			GetCacheSize: num("AGENTQ_SEARCH_GET_CACHE_SIZE"), GetCacheTTL: dur("AGENTQ_SEARCH_GET_CACHE_TTL"),
 			Concurrency: num("AGENTQ_SEARCH_CONCURRENCY"), Timeout: dur("AGENTQ_SEARCH_TIMEOUT"),
-			Prepared: num("AGENTQ_SEARCH_PREPARED"),
+			Prepared: num("AGENTQ_SEARCH_PREPARED"), ArmsApart: num("AGENTQ_SEARCH_ARMS_APART"),
 		},
 		Rater: Rater{
 			Timeout: dur("AGENTQ_RATER_TIMEOUT"), Concurrency: num("AGENTQ_RATER_CONCURRENCY"),
@@ -360,6 +362,7 @@ func (c Config) Validate() error {
 	check(c.Search.Timeout > 0, "AGENTQ_SEARCH_TIMEOUT must be positive")
 	check(c.Search.GetCacheTTL > 0, "AGENTQ_SEARCH_GET_CACHE_TTL must be positive")
 	check(c.Search.Prepared >= 1 && c.Search.Prepared <= 10000, "AGENTQ_SEARCH_PREPARED %d: want 1..10000", c.Search.Prepared)
+	check(c.Search.ArmsApart >= 0 && c.Search.ArmsApart <= 1000, "AGENTQ_SEARCH_ARMS_APART %d: want 0..1000", c.Search.ArmsApart)
 	check(c.DevDBStartTimeout > 0, "AGENTQ_DEVDB_START_TIMEOUT must be positive")
 	check(c.InboxRetention >= 0, "AGENTQ_INBOX_RETENTION must not be negative")
 	check(c.IndexerWriters >= 1 && c.IndexerWriters <= 64, "AGENTQ_INDEXER_WRITERS %d: want 1..64", c.IndexerWriters)

@@ -213,5 +213,15 @@ func SearchOptions(c config.Search) search.Options {
 		PromptIndex: search.Method(c.PromptIndex), Probes: c.Probes,
 		NeutralQuality: c.NeutralQuality, EmbedTimeout: c.EmbedTimeout, CacheSize: c.CacheSize,
 		GetCacheSize: c.GetCacheSize, GetCacheTTL: c.GetCacheTTL, Prepared: c.Prepared,
+		ArmsApart: armsApart(c.ArmsApart),
 	}
+}
+
+// armsApart is search.Options.ArmsApart for AGENTQ_SEARCH_ARMS_APART,
+// whose 0 means none (search's 0 takes the default).
+func armsApart(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

@@ -18,3 +18,20 @@ func PreparedNames(c *pgx.Conn) []string {
 
 // IndexLock is the advisory lock index creation and maintenance take.
 const IndexLock = indexLock
+
+// RunsApart returns how many of s's searches ran their arms apart.
+func (s *Searcher) RunsApart() int64 { return s.runsApart.Load() }
+
+// HoldApart takes s's slots for running apart, as searches running apart
+// would, until release is called.
+func (s *Searcher) HoldApart() (release func()) {
+	n := 0
+	for s.takeApart() {
+		n++
+	}
+	return func() {
+		for range n {
+			s.releaseApart()
+		}
+	}
+}

@@ -115,13 +115,13 @@ LEFT JOIN LATERAL (
 		calls    int64
 		lastUsed *time.Time
 	}
-	var rows []row
-	err = s.retrieve(ctx, p, k, promptKind, tune, filter, named, tail, func(r pgx.Rows) error {
+	rows, err := retrieveRows(ctx, s, p, k, promptKind, tune, filter, named, tail, func(r pgx.Rows) (row, error) {
 		var x row
 		var err error
 		x.prompt, err = library.Scan(r, &x.rrf, &x.quality, &x.calls, &x.lastUsed)
-		rows = append(rows, x)
-		return err
+		return x, err
+	}, func(x *row) (candidate, *float64) {
+		return candidate{tenant: x.prompt.Tenant, name: x.prompt.ID, version: x.prompt.Version}, &x.rrf
 	})
 	if err != nil {
 		return PromptsResponse{}, fmt.Errorf("search prompts: %w", err)

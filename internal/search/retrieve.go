@@ -59,6 +59,20 @@ var (
 	toolKind   = kind{"tools", "tool", []string{"tenant_id", "name"}}
 )
 
+// order is its keys as fused orders ties: text by bytes (COLLATE "C", as
+// Go compares strings, so arms.go cuts where one statement cuts), whatever
+// the database's collation.
+func (k kind) order() string {
+	out := make([]string, len(k.keys))
+	for i, c := range k.keys {
+		out[i] = c
+		if c != "version" {
+			out[i] += ` COLLATE "C"`
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 func (k kind) cols(alias string) string {
 	out := make([]string, len(k.keys))
 	for i, c := range k.keys {
@@ -74,14 +88,14 @@ func (k kind) cols(alias string) string {
 // Placeholders: {k}, {vec}, {query}, {tenant}, {lexn}.
 func (t tuning) retrievalSQL(k kind, mode Mode, filter, model string, dim int) (string, error) {
 	var ctes []string
-	if mode != Lexical {
+	if mode.vectorArm() {
 		v, err := vecCTE(k, filter, model, dim)
 		if err != nil {
 			return "", err
 		}
 		ctes = append(ctes, v)
 	}
-	if mode != Vector {
+	if mode.lexicalArm() {
 		ctes = append(ctes, t.lexCTEs(k, filter)...)
 	}
 	ctes = append(ctes, t.fusedCTE(k, mode))
@@ -221,7 +235,9 @@ func (t tuning) lexCTEs(k kind, filter string) []string {
 }
 
 // fusedCTE fuses the arms of mode (vec, lex or both) by reciprocal rank:
-// fused (keys, dist, lrank, rrf), best first, at most {k} rows.
+// fused (keys, dist, lrank, rrf), best first, at most {k} rows. For
+// vecShare and lexShare, fused is that arm's rows with its share of the
+// hybrid score (arms.go adds the shares up).
 func (t tuning) fusedCTE(k kind, mode Mode) string {
 	keys := strings.Join(k.keys, ", ")
 	var fused string
@@ -231,7 +247,11 @@ func (t tuning) fusedCTE(k kind, mode Mode) string {
 		// against the vector arm.
 		fused = fmt.Sprintf(`SELECT %s, NULL::float8 AS dist, l.lrank::float8 AS lrank, %g::float8 / (%g + l.r) AS rrf FROM lex l`,
 			k.cols("l"), t.lexWeight, t.rrfK)
-	case Vector:
+	case lexShare:
+		// The hybrid's full-text term, as in the default case.
+		fused = fmt.Sprintf(`SELECT %s, NULL::float8 AS dist, l.lrank::float8 AS lrank, %g::float8 * %s / (%g + l.r) AS rrf FROM lex l`,
+			k.cols("l"), t.lexWeight, t.covFactor(), t.rrfK)
+	case Vector, vecShare:
 		fused = fmt.Sprintf(`SELECT %s, v.dist::float8 AS dist, NULL::float8 AS lrank, %g::float8 / (%g + v.r) AS rrf FROM vec v`,
 			k.cols("v"), t.vecWeight, t.rrfK)
 	default:
@@ -239,7 +259,7 @@ func (t tuning) fusedCTE(k kind, mode Mode) string {
     coalesce(%[2]g::float8 / (%[4]g + v.r), 0) + coalesce(%[3]g::float8 * %[5]s / (%[4]g + l.r), 0) AS rrf
   FROM vec v FULL JOIN lex l USING (%[1]s)`, keys, t.vecWeight, t.lexWeight, t.rrfK, t.covFactor())
 	}
-	return fmt.Sprintf("fused AS (%s\n  ORDER BY rrf DESC, %s LIMIT {k})", fused, keys)
+	return fmt.Sprintf("fused AS (%s\n  ORDER BY rrf DESC, %s LIMIT {k})", fused, k.order())
 }
 
 func (t tuning) covFactor() string {
@@ -372,7 +392,7 @@ func (s *Searcher) plan(ctx context.Context, e embed.Embedder, query string) pla
 // alone and the pool's other users never see them. scan reads each row.
 func (s *Searcher) query(ctx context.Context, p plan, k int, m Method, sql string, args []any, scan func(pgx.Rows) error) error {
 	settings := []any{}
-	if p.mode != Lexical {
+	if p.mode.vectorArm() {
 		iterative, err := s.pgv.iterativeScan(ctx, s.pool)
 		if err != nil {
 			return database.Classify(err)
@@ -501,13 +521,8 @@ func (s *Searcher) FullTextArm(ctx context.Context, kind EvalKind, tenant, query
 // retrieve runs the retrieval of one search in one statement ending in
 // tail (the SELECT over fused that fetches the candidates' rows), and
 // scans its rows. topK is the candidates retrieved ({k}); named holds the
-// placeholders' values (see bind).
-//
-// Running the two arms as two statements on two connections at once, and
-// fusing them in a third, was measured (native Postgres, 100,000
-// prompts, 600 queries alternating with this): prompt search p50 7.8 ->
-// 7.0 ms, p99 no better, tool search slower. The vector arm is most of
-// the time and the fusing statement costs ~0.7 ms, so it was not kept.
+// placeholders' values (see bind). retrieveRows (arms.go) runs a hybrid
+// search's arms apart when it can.
 func (s *Searcher) retrieve(ctx context.Context, p plan, topK int, kd kind, tune tuning, filter string, named map[string]any, tail string, scan func(pgx.Rows) error) error {
 	ctes, err := tune.retrievalSQL(kd, p.mode, filter, p.model, len(p.vec))
 	if err != nil {

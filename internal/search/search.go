@@ -32,6 +32,7 @@ package search
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -89,6 +90,7 @@ const (
 	DefaultGetCacheSize      = 4096
 	DefaultGetCacheTTL       = 10 * time.Second
 	DefaultPrepared          = 32
+	DefaultArmsApart         = 1
 )
 
 // DefaultPromptWeights and DefaultToolWeights are seed 000's and seed
@@ -140,6 +142,12 @@ type Options struct {
 	// long one is kept when no change to its prompt is heard.
 	GetCacheSize int
 	GetCacheTTL  time.Duration
+	// ArmsApart is how many hybrid searches at a time may run their two
+	// arms at once, on two connections, and add up the arms' shares of
+	// the fused score in Go (arms.go); the others, and all when it is
+	// negative, run one statement. A search never waits for the second
+	// connection's slot: past ArmsApart it runs one statement.
+	ArmsApart int
 	// Prepared is how many search statements each database connection
 	// keeps prepared with a generic plan (see statements.go); the least
 	// recently used is deallocated. A statement is per tenant and request
@@ -164,6 +172,7 @@ func (o *Options) defaults() error {
 	def(&o.CacheSize, DefaultCacheSize)
 	def(&o.GetCacheSize, DefaultGetCacheSize)
 	def(&o.Prepared, DefaultPrepared)
+	def(&o.ArmsApart, DefaultArmsApart)
 	if o.GetCacheTTL == 0 {
 		o.GetCacheTTL = DefaultGetCacheTTL
 	}
@@ -224,7 +233,16 @@ const (
 	Hybrid  Mode = "hybrid"  // vector and full-text arms fused
 	Lexical Mode = "lexical" // full text only
 	Vector  Mode = "vector"  // vectors only
+
+	// vecShare and lexShare are the arms of a hybrid search run as
+	// statements of their own (arms.go); never a search's mode.
+	vecShare Mode = "vector share"
+	lexShare Mode = "lexical share"
 )
+
+// vectorArm and lexicalArm say whether a statement of mode runs that arm.
+func (m Mode) vectorArm() bool  { return m == Hybrid || m == Vector || m == vecShare }
+func (m Mode) lexicalArm() bool { return m == Hybrid || m == Lexical || m == lexShare }
 
 // Searcher answers searches and gets. Safe for concurrent use.
 type Searcher struct {
@@ -242,6 +260,11 @@ type Searcher struct {
 	// simple: the pool speaks pgx's simple protocol, so statements are
 	// not prepared (see query).
 	simple bool
+	// apart holds a slot per hybrid search running its arms apart
+	// (arms.go); nil when none may.
+	apart chan struct{}
+	// runsApart counts the searches that ran apart.
+	runsApart *atomic.Int64
 }
 
 // New returns a Searcher over pool. It fails only on invalid options.
@@ -260,6 +283,8 @@ func New(pool *pgxpool.Pool, emb Embedders, opts Options, log zerolog.Logger) (*
 		promptTune: promptTuning,
 		toolTune:   toolTuning,
 		simple:     pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol,
+		apart:      apartSlots(opts.ArmsApart, pool.Config().MaxConns),
+		runsApart:  &atomic.Int64{},
 	}, nil
 }
 

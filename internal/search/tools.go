@@ -127,13 +127,13 @@ LEFT JOIN LATERAL (
 		state       *string
 		quarantined *bool
 	}
-	var rows []row
-	err = s.retrieve(ctx, p, k, toolKind, tune, filter, named, tail, func(r pgx.Rows) error {
+	rows, err := retrieveRows(ctx, s, p, k, toolKind, tune, filter, named, tail, func(r pgx.Rows) (row, error) {
 		var x row
 		var err error
 		x.tool, err = registry.Scan(r, &x.rrf, &x.quality, &x.calls, &x.lastSuccess, &x.state, &x.quarantined)
-		rows = append(rows, x)
-		return err
+		return x, err
+	}, func(x *row) (candidate, *float64) {
+		return candidate{tenant: x.tool.Tenant, name: x.tool.Name}, &x.rrf
 	})
 	if err != nil {
 		return ToolsResponse{}, fmt.Errorf("search tools: %w", err)

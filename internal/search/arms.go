@@ -1,0 +1,128 @@
+package search
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
+)
+
+// A hybrid search's statement runs its two arms one after the other: the
+// vector arm (~3 ms at 100,000 prompts) and then the full-text arm
+// (~2.5 ms), and the machine's stalls hit the whole ~7 ms. Run apart,
+// each arm is a statement of its own on a connection of its own, both at
+// once, and each returns its candidates' rows with its share of the fused
+// score (fusedCTE's vecShare and lexShare: the terms of the one
+// statement's sum, computed by the same SQL); fuse adds them up and cuts
+// the list where the one statement's ORDER BY ... LIMIT cuts, so both
+// forms return the same candidates with the same scores
+// (TestArmsApartFindWhatOneStatementFinds). The rows' other columns
+// (labels, quality) are read by each statement: a change committed
+// between the two may show in one arm's rows and not the other's, as it
+// would between two searches.
+//
+// A search running apart holds two connections of the pool it shares
+// with the indexer's writers, so only Options.ArmsApart searches at a
+// time may, and never more than a quarter of the pool; a search finding
+// no slot free runs one statement rather than wait: under load the
+// machine's cores are busy anyway and one statement does less work.
+
+// apartSlots returns the slots of n searches running apart, at most a
+// quarter of a pool of conns connections (at least one when n > 0); nil
+// when none may, or the pool has one connection.
+func apartSlots(n int, conns int32) chan struct{} {
+	n = min(n, max(1, int(conns)/4))
+	if n <= 0 || conns < 2 {
+		return nil
+	}
+	return make(chan struct{}, n)
+}
+
+// takeApart takes a slot to run a search's arms apart, if one is free.
+func (s *Searcher) takeApart() bool {
+	if s.apart == nil {
+		return false
+	}
+	select {
+	case s.apart <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *Searcher) releaseApart() { <-s.apart }
+
+// fusedKey reads a retrieved row's keys (score unused) and its fused
+// score, which fuse adds to.
+type fusedKey[T any] func(*T) (candidate, *float64)
+
+// retrieveRows runs the retrieval of one search (see retrieve) and returns
+// its rows, read by scan: for a hybrid search with a slot free, by
+// running the arms apart and fusing them.
+func retrieveRows[T any](ctx context.Context, s *Searcher, p plan, topK int, kd kind, tune tuning, filter string, named map[string]any, tail string, scan func(pgx.Rows) (T, error), key fusedKey[T]) ([]T, error) {
+	collect := func(ctx context.Context, p plan, out *[]T) error {
+		return s.retrieve(ctx, p, topK, kd, tune, filter, named, tail, func(r pgx.Rows) error {
+			x, err := scan(r)
+			*out = append(*out, x)
+			return err
+		})
+	}
+	if p.mode != Hybrid || !s.takeApart() {
+		var out []T
+		err := collect(ctx, p, &out)
+		return out, err
+	}
+	defer s.releaseApart()
+	s.runsApart.Add(1)
+	var vec, lex []T
+	g, gctx := errgroup.WithContext(ctx)
+	vp, lp := p, p
+	vp.mode, lp.mode = vecShare, lexShare
+	g.Go(func() error { return collect(gctx, vp, &vec) })
+	g.Go(func() error { return collect(gctx, lp, &lex) })
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return fuse(vec, lex, topK, key), nil
+}
+
+// fuse adds up the arms' shares of each candidate's fused score (vector
+// first, as the one statement adds them) and keeps the topK best, in
+// fusedCTE's order: score descending, then tenant, name and version
+// ascending, text by bytes.
+func fuse[T any](vec, lex []T, topK int, key fusedKey[T]) []T {
+	out := slices.Clone(vec)
+	at := make(map[candidate]int, len(vec)+len(lex))
+	for i := range out {
+		c, _ := key(&out[i])
+		at[c] = i
+	}
+	for _, x := range lex {
+		c, rrf := key(&x)
+		if i, ok := at[c]; ok {
+			_, sum := key(&out[i])
+			*sum += *rrf
+			continue
+		}
+		at[c] = len(out)
+		out = append(out, x)
+	}
+	slices.SortFunc(out, func(a, b T) int {
+		ka, ra := key(&a)
+		kb, rb := key(&b)
+		if c := cmp.Compare(*rb, *ra); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(ka.tenant, kb.tenant); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(ka.name, kb.name); c != 0 {
+			return c
+		}
+		return cmp.Compare(ka.version, kb.version)
+	})
+	return out[:min(topK, len(out))]
+}

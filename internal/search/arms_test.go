@@ -1,0 +1,105 @@
+package search_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/search"
+	"github.com/agentq/agentq/internal/testenv"
+)
+
+// TestArmsApartFindWhatOneStatementFinds: a hybrid search whose arms run
+// apart, at once on two connections (arms.go), and one whose arms run in
+// one statement return the same results, in the same order, with the
+// same figures, for every query of the evaluation sets (tools.json and
+// prompts.json of internal/embed/testdata, with quality figures on some
+// of them so re-ranking has something to move). K is cut to 5 below the
+// limit so the fused list is cut where the arms' candidates differ.
+func TestArmsApartFindWhatOneStatementFinds(t *testing.T) {
+	f := newFixture(t, lexical, search.Options{PromptK: 5, ToolK: 5})
+	ctx := context.Background()
+	one, err := search.New(f.pool, search.Embedders{Prompts: lexical, Tools: lexical}, search.Options{ArmsApart: -1, PromptK: 5, ToolK: 5}, testenv.Logger(t))
+	require.NoError(t, err)
+	tenant := testenv.Tenant(t)
+	sets := []struct {
+		file string
+		kind search.EvalKind
+	}{{"tools.json", search.EvalTools}, {"prompts.json", search.EvalPrompts}}
+	near := func(name string, want, got float64) {
+		t.Helper()
+		// Recency is computed from the clock of each search, a few
+		// milliseconds apart: 1e-6 is ~6 s at the default half-life.
+		require.InDelta(t, want, got, 1e-6, name)
+	}
+	queries := 0
+	for _, set := range sets {
+		s, err := search.LoadEvalSet("../embed/testdata/"+set.file, "")
+		require.NoError(t, err)
+		require.NoError(t, search.LoadCorpus(ctx, f.pool, tenant, set.kind, s, lexical))
+		for i, d := range s.Docs {
+			if i%3 == 0 {
+				target, ref := "tool", d.ID
+				if set.kind == search.EvalPrompts {
+					target, ref = "prompt", d.ID+"@1"
+				}
+				f.quality(tenant, target, ref, float64(i%10)/10, int64(i), time.Now(), nil)
+			}
+		}
+		for _, q := range s.Queries {
+			queries++
+			if set.kind == search.EvalTools {
+				want, err := one.Tools(ctx, tenant, search.ToolsRequest{Query: q.Text, Limit: 5})
+				require.NoError(t, err)
+				got, err := f.s.Tools(ctx, tenant, search.ToolsRequest{Query: q.Text, Limit: 5})
+				require.NoError(t, err)
+				require.Equal(t, want.Retrieval, got.Retrieval, q.Text)
+				require.Equal(t, len(want.Results), len(got.Results), q.Text)
+				require.NotEmpty(t, got.Results, q.Text)
+				for j := range want.Results {
+					w, g := want.Results[j], got.Results[j]
+					require.Equal(t, w.Tool, g.Tool, "%s: result %d", q.Text, j)
+					near("score", w.Score, g.Score)
+					require.Equal(t, w.Components.Similarity, g.Components.Similarity, "similarity")
+					require.Equal(t, w.Components.Quality, g.Components.Quality, "quality")
+					near("recency", w.Components.Recency, g.Components.Recency)
+					require.Equal(t, w.Components.Usage, g.Components.Usage, "usage")
+				}
+				continue
+			}
+			want, err := one.Prompts(ctx, tenant, search.PromptsRequest{Query: q.Text, Limit: 5})
+			require.NoError(t, err)
+			got, err := f.s.Prompts(ctx, tenant, search.PromptsRequest{Query: q.Text, Limit: 5})
+			require.NoError(t, err)
+			require.Equal(t, want.Retrieval, got.Retrieval, q.Text)
+			require.Equal(t, len(want.Results), len(got.Results), q.Text)
+			require.NotEmpty(t, got.Results, q.Text)
+			for j := range want.Results {
+				w, g := want.Results[j], got.Results[j]
+				require.Equal(t, w.Prompt, g.Prompt, "%s: result %d", q.Text, j)
+				near("score", w.Score, g.Score)
+				require.Equal(t, w.Components.Similarity, g.Components.Similarity, "similarity")
+				require.Equal(t, w.Components.Quality, g.Components.Quality, "quality")
+				near("recency", w.Components.Recency, g.Components.Recency)
+				require.Equal(t, w.Components.Usage, g.Components.Usage, "usage")
+			}
+		}
+	}
+	// Every search of f.s ran apart (one at a time, so a slot was free),
+	// and none of one's did.
+	require.EqualValues(t, queries, f.s.RunsApart())
+	require.Zero(t, one.RunsApart())
+
+	// With every slot taken, a search runs one statement rather than wait.
+	release := f.s.HoldApart()
+	r, err := f.s.Prompts(ctx, tenant, search.PromptsRequest{Query: "summarize a document", Limit: 5})
+	require.NoError(t, err)
+	require.NotEmpty(t, r.Results)
+	require.EqualValues(t, queries, f.s.RunsApart())
+	release()
+	_, err = f.s.Prompts(ctx, tenant, search.PromptsRequest{Query: "summarize a document", Limit: 5})
+	require.NoError(t, err)
+	require.EqualValues(t, queries+1, f.s.RunsApart())
+}
