@@ -92,37 +92,44 @@ func retrieveRows[T any](ctx context.Context, s *Searcher, p plan, topK int, kd 
 // fuse adds up the arms' shares of each candidate's fused score (vector
 // first, as the one statement adds them) and keeps the topK best, in
 // fusedCTE's order: score descending, then tenant, name and version
-// ascending, text by bytes.
+// ascending, text by bytes. It sorts the candidates' keys, not the rows,
+// which are large to copy.
 func fuse[T any](vec, lex []T, topK int, key fusedKey[T]) []T {
-	out := slices.Clone(vec)
+	type entry struct {
+		key candidate
+		rrf *float64
+		row *T
+	}
+	all := make([]entry, 0, len(vec)+len(lex))
 	at := make(map[candidate]int, len(vec)+len(lex))
-	for i := range out {
-		c, _ := key(&out[i])
-		at[c] = i
+	add := func(rows []T) {
+		for i := range rows {
+			c, rrf := key(&rows[i])
+			if j, ok := at[c]; ok {
+				*all[j].rrf += *rrf
+				continue
+			}
+			at[c] = len(all)
+			all = append(all, entry{c, rrf, &rows[i]})
+		}
 	}
-	for _, x := range lex {
-		c, rrf := key(&x)
-		if i, ok := at[c]; ok {
-			_, sum := key(&out[i])
-			*sum += *rrf
-			continue
-		}
-		at[c] = len(out)
-		out = append(out, x)
-	}
-	slices.SortFunc(out, func(a, b T) int {
-		ka, ra := key(&a)
-		kb, rb := key(&b)
-		if c := cmp.Compare(*rb, *ra); c != 0 {
+	add(vec)
+	add(lex)
+	slices.SortFunc(all, func(a, b entry) int {
+		if c := cmp.Compare(*b.rrf, *a.rrf); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(ka.tenant, kb.tenant); c != 0 {
+		if c := cmp.Compare(a.key.tenant, b.key.tenant); c != 0 {
 			return c
 		}
-		if c := cmp.Compare(ka.name, kb.name); c != 0 {
+		if c := cmp.Compare(a.key.name, b.key.name); c != 0 {
 			return c
 		}
-		return cmp.Compare(ka.version, kb.version)
+		return cmp.Compare(a.key.version, b.key.version)
 	})
-	return out[:min(topK, len(out))]
+	out := make([]T, 0, min(topK, len(all)))
+	for _, e := range all[:min(topK, len(all))] {
+		out = append(out, *e.row)
+	}
+	return out
 }
