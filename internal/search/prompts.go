@@ -110,6 +110,7 @@ LEFT JOIN LATERAL (
 
 	type row struct {
 		prompt   library.Prompt
+		params   []byte // decoded for the results returned
 		rrf      float64
 		quality  *float64
 		calls    int64
@@ -118,7 +119,7 @@ LEFT JOIN LATERAL (
 	rows, err := retrieveRows(ctx, s, p, k, promptKind, tune, filter, named, tail, func(r pgx.Rows) (row, error) {
 		var x row
 		var err error
-		x.prompt, err = library.Scan(r, &x.rrf, &x.quality, &x.calls, &x.lastUsed)
+		x.prompt, x.params, err = library.ScanLazy(r, &x.rrf, &x.quality, &x.calls, &x.lastUsed)
 		return x, err
 	}, func(x *row) (candidate, *float64) {
 		return candidate{tenant: x.prompt.Tenant, name: x.prompt.ID, version: x.prompt.Version}, &x.rrf
@@ -157,6 +158,9 @@ LEFT JOIN LATERAL (
 	resp := PromptsResponse{Results: make([]PromptResult, 0, min(limit, len(rows))), Retrieval: p.retrieval()}
 	for _, i := range order[:min(limit, len(order))] {
 		r := results[i]
+		if err := r.Prompt.DecodeParameters(rows[i].params); err != nil {
+			return PromptsResponse{}, fmt.Errorf("search prompts: %w", err)
+		}
 		if req.Params != nil {
 			out, err := library.Render(r.Prompt.Content, r.Prompt.Parameters, req.Params)
 			if err != nil {
