@@ -24,9 +24,27 @@ func TestCommonLexemesAreScanned(t *testing.T) {
 	require.NoError(t, EnsureIndexes(ctx, pool, Embedders{Prompts: lex, Tools: lex}, IndexOptions{}))
 	tenant := testenv.Tenant(t)
 	common, rare := "zqc"+tenant[1:], "zqr"+tenant[1:]
+	// _global's rows come first in the scan's order: more of them than
+	// the scan's bound (commonScan × lexn = 100 here) would leave a
+	// single scan of both none of the tenant's. Made of a word of their
+	// own, so no other test's query matches them, and deleted after.
+	filler := "zqg" + tenant[1:]
+	var globals []EvalDoc
+	for i := range 120 {
+		globals = append(globals, EvalDoc{ID: fmt.Sprintf("%s-%03d", filler, i), Text: filler})
+	}
+	require.NoError(t, LoadCorpus(ctx, pool, "_global", EvalPrompts, EvalSet{Docs: globals}, lex))
+	t.Cleanup(func() {
+		_, err := pool.Exec(context.Background(), `DELETE FROM prompts WHERE tenant_id = '_global' AND id LIKE $1`, filler+"-%")
+		require.NoError(t, err)
+		_, err = FoldStats(context.Background(), pool)
+		require.NoError(t, err)
+	})
 	// The statistics count _global's prompts too (other tests leave some
 	// in a shared database): half of 40 + 2 × theirs keeps the common
 	// word in more than a third of the rows counted.
+	_, err := FoldStats(ctx, pool)
+	require.NoError(t, err)
 	var global int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(sum(docs), 0) FROM search_corpus WHERE tenant_id = '_global' AND kind = 'prompt'`).Scan(&global))
 	require.Less(t, global, 5000, "too many _global prompts for this test's corpus")
@@ -42,7 +60,7 @@ func TestCommonLexemesAreScanned(t *testing.T) {
 		docs = append(docs, EvalDoc{ID: fmt.Sprintf("p%02d", i), Text: text})
 	}
 	require.NoError(t, LoadCorpus(ctx, pool, tenant, EvalPrompts, EvalSet{Docs: docs}, lex))
-	_, err := FoldStats(ctx, pool)
+	_, err = FoldStats(ctx, pool)
 	require.NoError(t, err)
 
 	ctes, err := promptTuning.retrievalSQL(promptKind, Lexical, promptFilter, "", 0)

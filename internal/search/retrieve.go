@@ -125,7 +125,11 @@ func vecCTE(k kind, filter, model string, dim int) (string, error) {
 // instead, which stops at the bound: ~4 rows read per candidate, at most
 // commonScan (rows clustered away from the scan's order). The generic
 // plan cannot choose by the query's statistics, so both forms are in the
-// statement, each behind a one-time filter on lexp.
+// statement, each behind a one-time filter on lexp. The scan reads the
+// tenant's rows, then _global's, each up to the bound: one scan of both
+// read _global's first (they sort first in the index), so a shared
+// library of a few thousand prompts left a tenant's common-word query
+// none of its own candidates.
 const (
 	commonShare = 0.25
 	commonScan  = 20
@@ -216,7 +220,9 @@ func (t tuning) lexCTEs(k kind, filter string) []string {
      WHERE NOT (SELECT common FROM lexp) AND a.search_text @@ lexp.q AND %[4]s LIMIT {lexn})
     UNION ALL
     (SELECT %[2]s
-     FROM (SELECT a.* FROM %[3]s a WHERE (SELECT common FROM lexp) AND %[4]s LIMIT %[5]d * {lexn}) a, lexp, lexq
+     FROM ((SELECT a.* FROM %[3]s a WHERE (SELECT common FROM lexp) AND a.tenant_id = {tenant} AND %[4]s LIMIT %[5]d * {lexn})
+           UNION ALL
+           (SELECT a.* FROM %[3]s a WHERE (SELECT common FROM lexp) AND a.tenant_id = '_global' AND %[4]s LIMIT %[5]d * {lexn})) a, lexp, lexq
      WHERE ts_match_vq(a.search_text, lexp.q) LIMIT {lexn})
     UNION ALL
     (SELECT %[2]s FROM %[3]s a, lexq WHERE NOT lexq.one AND a.search_text @@ lexq.andq AND %[4]s LIMIT {lexn})) x
