@@ -28,16 +28,6 @@ func TestArmsApartFindWhatOneStatementFinds(t *testing.T) {
 		file string
 		kind search.EvalKind
 	}{{"tools.json", search.EvalTools}, {"prompts.json", search.EvalPrompts}}
-	// same compares one result's score and components; recency is
-	// computed from the clock of each search, a few milliseconds apart:
-	// 1e-6 is ~6 s at the default half-life.
-	same := func(q string, j int, wantScore, gotScore float64, want, got search.Components) {
-		t.Helper()
-		require.InDelta(t, wantScore, gotScore, 1e-6, "%s: result %d: score", q, j)
-		require.InDelta(t, want.Recency, got.Recency, 1e-6, "%s: result %d: recency", q, j)
-		want.Recency, got.Recency = 0, 0
-		require.Equal(t, want, got, "%s: result %d: components", q, j)
-	}
 	queries := 0
 	for _, set := range sets {
 		s, err := search.LoadEvalSet("../embed/testdata/"+set.file, "")
@@ -60,13 +50,9 @@ func TestArmsApartFindWhatOneStatementFinds(t *testing.T) {
 				got, err := f.s.Tools(ctx, tenant, search.ToolsRequest{Query: q.Text, Limit: 5})
 				require.NoError(t, err)
 				require.Equal(t, want.Retrieval, got.Retrieval, q.Text)
-				require.Equal(t, len(want.Results), len(got.Results), q.Text)
-				require.NotEmpty(t, got.Results, q.Text)
-				for j := range want.Results {
-					w, g := want.Results[j], got.Results[j]
-					require.Equal(t, w.Tool, g.Tool, "%s: result %d", q.Text, j)
-					same(q.Text, j, w.Score, g.Score, w.Components, g.Components)
-				}
+				sameResults(t, q.Text, want.Results, got.Results, func(r *search.ToolResult) (*float64, *float64) {
+					return &r.Score, &r.Components.Recency
+				})
 				continue
 			}
 			want, err := one.Prompts(ctx, tenant, search.PromptsRequest{Query: q.Text, Limit: 5})
@@ -74,13 +60,9 @@ func TestArmsApartFindWhatOneStatementFinds(t *testing.T) {
 			got, err := f.s.Prompts(ctx, tenant, search.PromptsRequest{Query: q.Text, Limit: 5})
 			require.NoError(t, err)
 			require.Equal(t, want.Retrieval, got.Retrieval, q.Text)
-			require.Equal(t, len(want.Results), len(got.Results), q.Text)
-			require.NotEmpty(t, got.Results, q.Text)
-			for j := range want.Results {
-				w, g := want.Results[j], got.Results[j]
-				require.Equal(t, w.Prompt, g.Prompt, "%s: result %d", q.Text, j)
-				same(q.Text, j, w.Score, g.Score, w.Components, g.Components)
-			}
+			sameResults(t, q.Text, want.Results, got.Results, func(r *search.PromptResult) (*float64, *float64) {
+				return &r.Score, &r.Components.Recency
+			})
 		}
 	}
 	// Every search of f.s ran apart (one at a time, so a slot was free),
@@ -98,4 +80,23 @@ func TestArmsApartFindWhatOneStatementFinds(t *testing.T) {
 	_, err = f.s.Prompts(ctx, tenant, search.PromptsRequest{Query: "summarize a document", Limit: 5})
 	require.NoError(t, err)
 	require.EqualValues(t, queries+1, f.s.RunsApart())
+}
+
+// sameResults checks that two searches returned the same results in the
+// same order: equal in everything but score and recency, which are
+// computed from each search's clock, a few milliseconds apart, and must
+// agree within 1e-6 (~6 s at the default half-life). clock points at a
+// result's score and recency.
+func sameResults[R any](t *testing.T, q string, want, got []R, clock func(*R) (score, recency *float64)) {
+	t.Helper()
+	require.NotEmpty(t, got, q)
+	require.Len(t, got, len(want), q)
+	for j := range want {
+		ws, wr := clock(&want[j])
+		gs, gr := clock(&got[j])
+		require.InDelta(t, *ws, *gs, 1e-6, "%s: result %d: score", q, j)
+		require.InDelta(t, *wr, *gr, 1e-6, "%s: result %d: recency", q, j)
+		*ws, *wr, *gs, *gr = 0, 0, 0, 0
+		require.Equal(t, want[j], got[j], "%s: result %d", q, j)
+	}
 }
