@@ -170,11 +170,19 @@ type SearchFigures struct {
 	SearchTools     Latency `json:"search_tools"`
 	KNNTools        Latency `json:"bare_knn_tools"`
 	FullTextTools   Latency `json:"bare_fulltext_tools"`
+	// ArmsPrompts and ArmsTools run the bare kNN statement and the bare
+	// full-text arm of a query at once on two connections, timed until
+	// both are done: the database work of a search running its arms apart.
+	ArmsPrompts Latency `json:"bare_arms_prompts"`
+	ArmsTools   Latency `json:"bare_arms_tools"`
 	// Get and GetParams ask for ids drawn from every prompt id, so
 	// answers come mostly from the database; GetHot asks for HotIDs ids
 	// only, as agents running a few prompts do, so mostly from the
 	// indexer's cache.
-	Get       Latency `json:"prompts_get"`
+	Get Latency `json:"prompts_get"`
+	// GetSQL is Get's database part alone: the statement prompts.get runs
+	// on a cache miss, for ids drawn as Get's are, on a pooled connection.
+	GetSQL    Latency `json:"bare_get_sql"`
 	GetParams Latency `json:"prompts_get_params"`
 	GetHot    Latency `json:"prompts_get_hot"`
 	// Echo is the anchor of prompts.get: a bare NATS responder on its own
@@ -186,6 +194,12 @@ type SearchFigures struct {
 	PromptsRatioP99 float64 `json:"prompts_ratio_p99"`
 	ToolsRatioP50   float64 `json:"tools_ratio_p50"`
 	ToolsRatioP99   float64 `json:"tools_ratio_p99"`
+	// Search over both bare arms at once, of the medians: what agentq
+	// adds to the database's work.
+	PromptsArmsRatioP50 float64 `json:"prompts_arms_ratio_p50"`
+	PromptsArmsRatioP99 float64 `json:"prompts_arms_ratio_p99"`
+	ToolsArmsRatioP50   float64 `json:"tools_arms_ratio_p50"`
+	ToolsArmsRatioP99   float64 `json:"tools_arms_ratio_p99"`
 	// Searches over every round that found nothing, or were answered
 	// from full text alone (degraded).
 	EmptyPrompts    int `json:"empty_prompts"`

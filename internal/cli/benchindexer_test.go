@@ -88,9 +88,9 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 		require.Equal(t, []int{1, 3, 0}[i], s.Concurrency)
 		require.Equal(t, []float64{0, 0, 0.5}[i], s.Load)
 		for name, l := range map[string]cli.Latency{
-			"search prompts": s.SearchPrompts, "knn prompts": s.KNNPrompts, "fulltext prompts": s.FullTextPrompts,
-			"search tools": s.SearchTools, "knn tools": s.KNNTools, "fulltext tools": s.FullTextTools,
-			"get": s.Get, "get params": s.GetParams, "get hot": s.GetHot, "echo": s.Echo,
+			"search prompts": s.SearchPrompts, "knn prompts": s.KNNPrompts, "fulltext prompts": s.FullTextPrompts, "arms prompts": s.ArmsPrompts,
+			"search tools": s.SearchTools, "knn tools": s.KNNTools, "fulltext tools": s.FullTextTools, "arms tools": s.ArmsTools,
+			"get": s.Get, "get sql": s.GetSQL, "get params": s.GetParams, "get hot": s.GetHot, "echo": s.Echo,
 		} {
 			require.Equal(t, 12, l.Requests, name)
 			require.Zero(t, l.Errors, name)
@@ -103,6 +103,10 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 		require.InDelta(t, s.SearchPrompts.P99/s.KNNPrompts.P99, s.PromptsRatioP99, 1e-9)
 		require.InDelta(t, s.SearchTools.P50/s.KNNTools.P50, s.ToolsRatioP50, 1e-9)
 		require.InDelta(t, s.SearchTools.P99/s.KNNTools.P99, s.ToolsRatioP99, 1e-9)
+		require.InDelta(t, s.SearchPrompts.P50/s.ArmsPrompts.P50, s.PromptsArmsRatioP50, 1e-9)
+		require.InDelta(t, s.SearchPrompts.P99/s.ArmsPrompts.P99, s.PromptsArmsRatioP99, 1e-9)
+		require.InDelta(t, s.SearchTools.P50/s.ArmsTools.P50, s.ToolsArmsRatioP50, 1e-9)
+		require.InDelta(t, s.SearchTools.P99/s.ArmsTools.P99, s.ToolsArmsRatioP99, 1e-9)
 		require.Zero(t, s.EmptyPrompts, "every prompt search finds something (the vector arm always does)")
 		require.Zero(t, s.EmptyTools)
 		require.Zero(t, s.DegradedPrompts)
@@ -115,8 +119,9 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 	for name, l := range map[string][2]cli.Latency{
 		"search prompts": {closed.SearchPrompts, open.SearchPrompts}, "knn prompts": {closed.KNNPrompts, open.KNNPrompts},
 		"fulltext prompts": {closed.FullTextPrompts, open.FullTextPrompts}, "search tools": {closed.SearchTools, open.SearchTools},
+		"arms prompts": {closed.ArmsPrompts, open.ArmsPrompts}, "arms tools": {closed.ArmsTools, open.ArmsTools},
 		"knn tools": {closed.KNNTools, open.KNNTools}, "fulltext tools": {closed.FullTextTools, open.FullTextTools},
-		"get": {closed.Get, open.Get}, "get params": {closed.GetParams, open.GetParams}, "get hot": {closed.GetHot, open.GetHot},
+		"get": {closed.Get, open.Get}, "get sql": {closed.GetSQL, open.GetSQL}, "get params": {closed.GetParams, open.GetParams}, "get hot": {closed.GetHot, open.GetHot},
 		"echo": {closed.Echo, open.Echo},
 	} {
 		require.Less(t, l[1].Rate, l[0].Rate, name)
@@ -129,9 +134,9 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	for _, want := range []string{
 		"prompts: indexer draining the backlog", "bare INSERT with vectors (HNSW maintained)", "embedder alone (agentq-lexical-v1, 8 texts)",
-		"2    search.prompts (NATS)", "2      bare SQL kNN, prompts", "2      bare full-text arm, prompts",
-		"2    search.tools (NATS)", "2      bare SQL kNN, tools", "2      bare full-text arm, tools",
-		"2    prompts.get (NATS)", "2    prompts.get with params (NATS)", "2    prompts.get, 4 hot ids (NATS)", "2      bare NATS request/reply, same size", "2    search / bare kNN: prompts p50",
+		"2    search.prompts (NATS)", "2      bare SQL kNN, prompts", "2      bare full-text arm, prompts", "2      bare arms at once, prompts",
+		"2    search.tools (NATS)", "2      bare SQL kNN, tools", "2      bare full-text arm, tools", "2      bare arms at once, tools",
+		"2    prompts.get (NATS)", "2      bare SQL of prompts.get", "2    prompts.get with params (NATS)", "2    prompts.get, 4 hot ids (NATS)", "2      bare NATS request/reply, same size", "2    search / bare kNN: prompts p50", "2    search / bare arms at once: prompts p50",
 		"indexing ", "concurrency 2: search.prompts p99",
 		"50%  search.prompts (NATS)", "50%    bare SQL kNN, prompts", "50%  prompts.get, 4 hot ids (NATS)",
 		"open loop at 50% of capacity: search.prompts p99", "batch 500, indexer copies 2 of 2 writers each", "rejected: 0",

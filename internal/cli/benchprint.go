@@ -54,8 +54,10 @@ func printIndexerBench(w io.Writer, r IndexerBenchResult) {
 			l    Latency
 		}{
 			{"search.prompts (NATS)", s.SearchPrompts}, {"  bare SQL kNN, prompts", s.KNNPrompts}, {"  bare full-text arm, prompts", s.FullTextPrompts},
+			{"  bare arms at once, prompts", s.ArmsPrompts},
 			{"search.tools (NATS)", s.SearchTools}, {"  bare SQL kNN, tools", s.KNNTools}, {"  bare full-text arm, tools", s.FullTextTools},
-			{"prompts.get (NATS)", s.Get}, {"prompts.get with params (NATS)", s.GetParams},
+			{"  bare arms at once, tools", s.ArmsTools},
+			{"prompts.get (NATS)", s.Get}, {"  bare SQL of prompts.get", s.GetSQL}, {"prompts.get with params (NATS)", s.GetParams},
 			{fmt.Sprintf("prompts.get, %d hot ids (NATS)", r.HotIDs), s.GetHot},
 			{"  bare NATS request/reply, same size", s.Echo},
 		} {
@@ -63,6 +65,8 @@ func printIndexerBench(w io.Writer, r IndexerBenchResult) {
 		}
 		fmt.Fprintf(w, "  %-4s search / bare kNN: prompts p50 %.1f×, p99 %.1f×; tools p50 %.1f×, p99 %.1f×\n",
 			c, s.PromptsRatioP50, s.PromptsRatioP99, s.ToolsRatioP50, s.ToolsRatioP99)
+		fmt.Fprintf(w, "  %-4s search / bare arms at once: prompts p50 %.1f×, p99 %.1f×; tools p50 %.1f×, p99 %.1f×\n",
+			c, s.PromptsArmsRatioP50, s.PromptsArmsRatioP99, s.ToolsArmsRatioP50, s.ToolsArmsRatioP99)
 		fmt.Fprintf(w, "  %-4s searches with no result: prompts %d, tools %d; answered degraded: prompts %d, tools %d\n",
 			c, s.EmptyPrompts, s.EmptyTools, s.DegradedPrompts, s.DegradedTools)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/pgvector/pgvector-go"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/agentq/agentq/internal/embed"
 	"github.com/agentq/agentq/internal/search"
@@ -148,6 +149,12 @@ func (b *indexerBench) search(ctx context.Context) error {
 		{"fulltext.prompts", func(n int) func(context.Context, int) error {
 			return func(ctx context.Context, i int) error { return b.bareFullText(ctx, search.EvalPrompts, pq[i%len(pq)]) }
 		}},
+		{"arms.prompts", func(n int) func(context.Context, int) error {
+			sql := b.knnSQL("prompts", pv[0])
+			return func(ctx context.Context, i int) error {
+				return b.bareArms(ctx, search.EvalPrompts, sql, iterative, k.PromptK, pq[i%len(pq)], pv[i%len(pv)])
+			}
+		}},
 		{"search.tools", func(n int) func(context.Context, int) error {
 			reqs := gen(n, func(r *rand.Rand) any { return search.ToolsRequest{Query: b.c.toolQuery(r)} })
 			return func(ctx context.Context, i int) error {
@@ -163,11 +170,21 @@ func (b *indexerBench) search(ctx context.Context) error {
 		{"fulltext.tools", func(n int) func(context.Context, int) error {
 			return func(ctx context.Context, i int) error { return b.bareFullText(ctx, search.EvalTools, tq[i%len(tq)]) }
 		}},
+		{"arms.tools", func(n int) func(context.Context, int) error {
+			sql := b.knnSQL("tools", tv[0])
+			return func(ctx context.Context, i int) error {
+				return b.bareArms(ctx, search.EvalTools, sql, iterative, k.ToolK, tq[i%len(tq)], tv[i%len(tv)])
+			}
+		}},
 		{"get", func(n int) func(context.Context, int) error {
 			reqs := gen(n, func(r *rand.Rand) any { return search.GetRequest{ID: b.c.ids[r.IntN(len(b.c.ids))].id} })
 			return func(ctx context.Context, i int) error {
 				return call(search.GetSubject+"."+b.tenant, reqs[i], nil)(ctx, i)
 			}
+		}},
+		{"get.sql", func(n int) func(context.Context, int) error {
+			ids := gen(n, func(r *rand.Rand) any { return b.c.ids[r.IntN(len(b.c.ids))].id })
+			return func(ctx context.Context, i int) error { return b.lexical.GetStatement(ctx, b.tenant, ids[i].(string)) }
 		}},
 		{"get.hot", func(n int) func(context.Context, int) error {
 			reqs := gen(n, func(r *rand.Rand) any { return search.GetRequest{ID: b.c.ids[r.IntN(b.res.HotIDs)].id} })
@@ -251,15 +268,17 @@ func (b *indexerBench) search(ctx context.Context) error {
 	for _, c := range loads {
 		med := func(name string) Latency { return medianLatency(rounds[key{c, name}]) }
 		s := SearchFigures{Concurrency: c,
-			SearchPrompts: med("search.prompts"), KNNPrompts: med("knn.prompts"), FullTextPrompts: med("fulltext.prompts"),
-			SearchTools: med("search.tools"), KNNTools: med("knn.tools"), FullTextTools: med("fulltext.tools"),
-			Get: med("get"), GetParams: med("get.params"), GetHot: med("get.hot"), Echo: med("echo"),
+			SearchPrompts: med("search.prompts"), KNNPrompts: med("knn.prompts"), FullTextPrompts: med("fulltext.prompts"), ArmsPrompts: med("arms.prompts"),
+			SearchTools: med("search.tools"), KNNTools: med("knn.tools"), FullTextTools: med("fulltext.tools"), ArmsTools: med("arms.tools"),
+			Get: med("get"), GetSQL: med("get.sql"), GetParams: med("get.params"), GetHot: med("get.hot"), Echo: med("echo"),
 		}
 		if c == 0 {
 			s.Load = b.o.Load
 		}
 		s.PromptsRatioP50, s.PromptsRatioP99 = s.SearchPrompts.P50/s.KNNPrompts.P50, s.SearchPrompts.P99/s.KNNPrompts.P99
 		s.ToolsRatioP50, s.ToolsRatioP99 = s.SearchTools.P50/s.KNNTools.P50, s.SearchTools.P99/s.KNNTools.P99
+		s.PromptsArmsRatioP50, s.PromptsArmsRatioP99 = s.SearchPrompts.P50/s.ArmsPrompts.P50, s.SearchPrompts.P99/s.ArmsPrompts.P99
+		s.ToolsArmsRatioP50, s.ToolsArmsRatioP99 = s.SearchTools.P50/s.ArmsTools.P50, s.SearchTools.P99/s.ArmsTools.P99
 		t := tallies[c]
 		s.EmptyPrompts, s.DegradedPrompts, s.EmptyTools, s.DegradedTools = int(t[0]), int(t[1]), int(t[2]), int(t[3])
 		b.res.Search = append(b.res.Search, s)
@@ -443,6 +462,18 @@ func (b *indexerBench) knnKeys(ctx context.Context, kind search.EvalKind, sql st
 func (b *indexerBench) bareFullText(ctx context.Context, kind search.EvalKind, q string) error {
 	_, err := b.lexical.FullTextArm(ctx, kind, b.tenant, q)
 	return err
+}
+
+// bareArms runs the bare kNN statement and the bare full-text arm of one
+// query at once, each on a connection of its own, and returns when both
+// have: the database work of a hybrid search whose arms run apart, with
+// nothing of the search around it (no fusion, labels, quality, JSON or
+// NATS), so search over it is what agentq adds.
+func (b *indexerBench) bareArms(ctx context.Context, kind search.EvalKind, sql string, iterative bool, k int, q string, v pgvector.Vector) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return b.bareKNN(gctx, kind, sql, iterative, k, v) })
+	g.Go(func() error { return b.bareFullText(gctx, kind, q) })
+	return g.Wait()
 }
 
 func drain(rows pgx.Rows, err error) error {

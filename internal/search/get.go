@@ -52,6 +52,15 @@ WHERE p.version = CASE
   ELSE coalesce((SELECT l.version FROM prompt_labels l WHERE l.tenant_id = o.tenant AND l.prompt_id = $2 AND l.label = 'production'),
                 (SELECT max(x.version) FROM prompts x WHERE x.tenant_id = o.tenant AND x.id = $2)) END`
 
+// GetStatement runs the statement Get runs on a cache miss for tenant's
+// prompt id (its served version), reads the row and returns nothing else:
+// no cache, no parsing, no rendering. agentq bench indexer measures it as
+// the database's part of prompts.get.
+func (s *Searcher) GetStatement(ctx context.Context, tenant, id string) error {
+	_, err := library.Scan(s.pool.QueryRow(ctx, getSQL, tenant, id, 0, ""))
+	return err
+}
+
 // Get returns one prompt version of tenant's, else of _global's, and its
 // content rendered with req.Params and the parameters' defaults. The
 // rendering is always there, so a prompt with required parameters needs

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -185,6 +186,10 @@ func TestTenantIsolation(t *testing.T) {
 		g, err = f.s.Get(ctx, tc.tenant, search.GetRequest{ID: "pg-" + w})
 		require.NoError(t, err)
 		require.Equal(t, "_global", g.Prompt.Tenant)
+		// The bench's anchor runs the same statement, isolation included.
+		require.NoError(t, f.s.GetStatement(ctx, tc.tenant, "p"+tc.own+"-"+w))
+		require.NoError(t, f.s.GetStatement(ctx, tc.tenant, "pg-"+w))
+		require.ErrorIs(t, f.s.GetStatement(ctx, tc.tenant, "p"+tc.other+"-"+w), pgx.ErrNoRows)
 	}
 
 	// _global itself sees only _global's rows.
