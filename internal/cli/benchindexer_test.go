@@ -137,7 +137,7 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 		"2    search.prompts (NATS)", "2      bare SQL kNN, prompts", "2      bare full-text arm, prompts", "2      bare arms at once, prompts",
 		"2    search.tools (NATS)", "2      bare SQL kNN, tools", "2      bare full-text arm, tools", "2      bare arms at once, tools",
 		"2    prompts.get (NATS)", "2      bare SQL of prompts.get", "2    prompts.get with params (NATS)", "2    prompts.get, 4 hot ids (NATS)", "2      bare NATS request/reply, same size", "2    search / bare kNN: prompts p50", "2    search / bare arms at once: prompts p50",
-		"indexing ", "concurrency 2: search.prompts p99",
+		"indexing ", "concurrency 2: search.prompts p99", " (bare arms at once ", " (bare statement ",
 		"50%  search.prompts (NATS)", "50%    bare SQL kNN, prompts", "50%  prompts.get, 4 hot ids (NATS)",
 		"open loop at 50% of capacity: search.prompts p99", "batch 500, indexer copies 2 of 2 writers each", "rejected: 0",
 	} {

@@ -84,9 +84,11 @@ func printIndexerBench(w io.Writer, r IndexerBenchResult) {
 		if s.Load > 0 {
 			where = fmt.Sprintf("open loop at %.0f%% of capacity", 100*s.Load)
 		}
-		fmt.Fprintf(w, "  %s: search.prompts p99 %.2f ms %s; search.tools p99 %.2f ms %s; prompts.get p99 %.2f ms %s, with params %.2f ms %s, hot ids %.2f ms %s\n",
-			where, s.SearchPrompts.P99, verdict(s.SearchPrompts.P99 <= 10), s.SearchTools.P99, verdict(s.SearchTools.P99 <= 10),
-			s.Get.P99, verdict(s.Get.P99 <= 2), s.GetParams.P99, verdict(s.GetParams.P99 <= 2), s.GetHot.P99, verdict(s.GetHot.P99 <= 2))
+		// Each verdict with its anchor's p99: a target the bare
+		// database work already misses is the machine's, not agentq's.
+		fmt.Fprintf(w, "  %s: search.prompts p99 %.2f ms %s (bare arms at once %.2f); search.tools p99 %.2f ms %s (bare arms at once %.2f); prompts.get p99 %.2f ms %s (bare statement %.2f), with params %.2f ms %s, hot ids %.2f ms %s\n",
+			where, s.SearchPrompts.P99, verdict(s.SearchPrompts.P99 <= 10), s.ArmsPrompts.P99, s.SearchTools.P99, verdict(s.SearchTools.P99 <= 10), s.ArmsTools.P99,
+			s.Get.P99, verdict(s.Get.P99 <= 2), s.GetSQL.P99, s.GetParams.P99, verdict(s.GetParams.P99 <= 2), s.GetHot.P99, verdict(s.GetHot.P99 <= 2))
 	}
 }
 
