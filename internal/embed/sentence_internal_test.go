@@ -2,6 +2,7 @@ package embed
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,8 +55,9 @@ func TestTurns(t *testing.T) {
 }
 
 func TestSplitBatches(t *testing.T) {
-	long := strings.Repeat("word ", 200) // 128 tokens estimated
-	short := "a short query"             // 5
+	long := strings.Repeat("word ", 200)                                                       // 128 tokens estimated
+	short := "a short query"                                                                   // 5
+	tool := "Send an email to one or more recipients, with a subject, a body and attachments." // 22
 	var shorts []string
 	for range 40 {
 		shorts = append(shorts, short)
@@ -67,9 +69,15 @@ func TestSplitBatches(t *testing.T) {
 		}
 		return n
 	}
-	require.Equal(t, []int{2, 2, 1}, sizes(splitBatches([]string{long, long, long, long, long})))
-	require.Equal(t, []int{16, 16, 8}, sizes(splitBatches(shorts)))
-	require.Equal(t, []int{2, 2}, sizes(splitBatches([]string{long, short, long, long})))
+	// About one text a request, so a query waits for little: a long
+	// text goes alone, a tool's description too, short ones a few at once.
+	require.Equal(t, []int{1, 1, 1, 1, 1}, sizes(splitBatches([]string{long, long, long, long, long})))
+	require.Equal(t, []int{6, 6, 6, 6, 6, 6, 4}, sizes(splitBatches(shorts)))
+	require.Equal(t, []int{1, 1, 1, 1}, sizes(splitBatches([]string{long, short, long, long})))
+	require.Equal(t, []int{1, 1, 1}, sizes(splitBatches([]string{tool, tool, tool})))
+	require.Equal(t, []int{2, 2}, sizes(splitBatches([]string{short, tool, tool, short})))
+	require.Equal(t, []int{16, 16}, sizes(splitBatches(slices.Repeat([]string{"hi"}, 32))), "at most sentenceBatch texts")
 	require.Empty(t, splitBatches(nil))
 	require.Equal(t, 128, tokenEstimate(long))
+	require.Equal(t, 22, tokenEstimate(tool))
 }

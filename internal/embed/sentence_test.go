@@ -508,8 +508,9 @@ var measure = flag.Bool("sentence.measure", false, "run TestSentenceMeasure: sta
 
 // TestSentenceMeasure logs what Sentence costs, for the design notes:
 // start (model load and warm-up), one short query's latency (p50, p99),
-// the same while another goroutine embeds long texts, texts/s in batches
-// of 64 short and long texts, and the child's resident memory. Run it with
+// the same while another goroutine embeds long texts (prompts) and while
+// it embeds short ones (tools), texts/s in batches of 64 short and long
+// texts, and the child's resident memory. Run it with
 // go test ./internal/embed/ -run SentenceMeasure -sentence.measure -v.
 func TestSentenceMeasure(t *testing.T) {
 	if !*measure {
@@ -565,6 +566,31 @@ func TestSentenceMeasure(t *testing.T) {
 	close(stop)
 	<-done
 	t.Logf("query (15 words) while long texts are embedded: %s", percentiles(lat))
+
+	stop = make(chan struct{})
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		short := benchTexts(64, 14)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_, _ = s.Embed(ctx, short)
+		}
+	}()
+	lat = lat[:0]
+	for _, q := range queries[100:200] {
+		t0 := time.Now()
+		_, err := s.Embed(ctx, []string{q})
+		require.NoError(t, err)
+		lat = append(lat, time.Since(t0))
+	}
+	close(stop)
+	<-done
+	t.Logf("query (15 words) while short texts are embedded: %s", percentiles(lat))
 
 	for _, size := range []struct {
 		name  string
