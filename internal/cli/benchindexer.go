@@ -162,9 +162,13 @@ type IndexingFigures struct {
 type SearchFigures struct {
 	// Concurrency is the clients in flight (a closed loop); 0 for the
 	// open loop at Load times the throughput of the highest concurrency.
-	Concurrency     int     `json:"concurrency"`
-	Load            float64 `json:"load,omitempty"`
-	SearchPrompts   Latency `json:"search_prompts"`
+	Concurrency   int     `json:"concurrency"`
+	Load          float64 `json:"load,omitempty"`
+	SearchPrompts Latency `json:"search_prompts"`
+	// EmbedPrompts and EmbedTools embed one new query with the indexer's
+	// model, as a search does on a query-cache miss before its arms run.
+	EmbedPrompts    Latency `json:"embed_prompts"`
+	EmbedTools      Latency `json:"embed_tools"`
 	KNNPrompts      Latency `json:"bare_knn_prompts"`
 	FullTextPrompts Latency `json:"bare_fulltext_prompts"`
 	SearchTools     Latency `json:"search_tools"`

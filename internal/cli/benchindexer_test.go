@@ -88,7 +88,7 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 		require.Equal(t, []int{1, 3, 0}[i], s.Concurrency)
 		require.Equal(t, []float64{0, 0, 0.5}[i], s.Load)
 		for name, l := range map[string]cli.Latency{
-			"search prompts": s.SearchPrompts, "knn prompts": s.KNNPrompts, "fulltext prompts": s.FullTextPrompts, "arms prompts": s.ArmsPrompts,
+			"search prompts": s.SearchPrompts, "embed prompts": s.EmbedPrompts, "embed tools": s.EmbedTools, "knn prompts": s.KNNPrompts, "fulltext prompts": s.FullTextPrompts, "arms prompts": s.ArmsPrompts,
 			"search tools": s.SearchTools, "knn tools": s.KNNTools, "fulltext tools": s.FullTextTools, "arms tools": s.ArmsTools,
 			"get": s.Get, "get sql": s.GetSQL, "get params": s.GetParams, "get hot": s.GetHot, "echo": s.Echo,
 		} {
@@ -117,7 +117,7 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 	// concurrency 3 is offered, so it carries less than that.
 	closed, open := res.Search[1], res.Search[2]
 	for name, l := range map[string][2]cli.Latency{
-		"search prompts": {closed.SearchPrompts, open.SearchPrompts}, "knn prompts": {closed.KNNPrompts, open.KNNPrompts},
+		"search prompts": {closed.SearchPrompts, open.SearchPrompts}, "embed prompts": {closed.EmbedPrompts, open.EmbedPrompts}, "embed tools": {closed.EmbedTools, open.EmbedTools}, "knn prompts": {closed.KNNPrompts, open.KNNPrompts},
 		"fulltext prompts": {closed.FullTextPrompts, open.FullTextPrompts}, "search tools": {closed.SearchTools, open.SearchTools},
 		"arms prompts": {closed.ArmsPrompts, open.ArmsPrompts}, "arms tools": {closed.ArmsTools, open.ArmsTools},
 		"knn tools": {closed.KNNTools, open.KNNTools}, "fulltext tools": {closed.FullTextTools, open.FullTextTools},
@@ -134,7 +134,7 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	for _, want := range []string{
 		"prompts: indexer draining the backlog", "bare INSERT with vectors (HNSW maintained)", "embedder alone (agentq-lexical-v1, 8 texts)",
-		"2    search.prompts (NATS)", "2      bare SQL kNN, prompts", "2      bare full-text arm, prompts", "2      bare arms at once, prompts",
+		"2    search.prompts (NATS)", "2      embedder alone, one new query", "2      bare SQL kNN, prompts", "2      bare full-text arm, prompts", "2      bare arms at once, prompts",
 		"2    search.tools (NATS)", "2      bare SQL kNN, tools", "2      bare full-text arm, tools", "2      bare arms at once, tools",
 		"2    prompts.get (NATS)", "2      bare SQL of prompts.get", "2    prompts.get with params (NATS)", "2    prompts.get, 4 hot ids (NATS)", "2      bare NATS request/reply, same size", "2    search / bare kNN: prompts p50", "2    search / bare arms at once: prompts p50",
 		"indexing ", "concurrency 2: search.prompts p99", " (bare arms at once ", " (bare statement ",

@@ -53,9 +53,9 @@ func printIndexerBench(w io.Writer, r IndexerBenchResult) {
 			name string
 			l    Latency
 		}{
-			{"search.prompts (NATS)", s.SearchPrompts}, {"  bare SQL kNN, prompts", s.KNNPrompts}, {"  bare full-text arm, prompts", s.FullTextPrompts},
+			{"search.prompts (NATS)", s.SearchPrompts}, {"  embedder alone, one new query", s.EmbedPrompts}, {"  bare SQL kNN, prompts", s.KNNPrompts}, {"  bare full-text arm, prompts", s.FullTextPrompts},
 			{"  bare arms at once, prompts", s.ArmsPrompts},
-			{"search.tools (NATS)", s.SearchTools}, {"  bare SQL kNN, tools", s.KNNTools}, {"  bare full-text arm, tools", s.FullTextTools},
+			{"search.tools (NATS)", s.SearchTools}, {"  embedder alone, one new query", s.EmbedTools}, {"  bare SQL kNN, tools", s.KNNTools}, {"  bare full-text arm, tools", s.FullTextTools},
 			{"  bare arms at once, tools", s.ArmsTools},
 			{"prompts.get (NATS)", s.Get}, {"  bare SQL of prompts.get", s.GetSQL}, {"prompts.get with params (NATS)", s.GetParams},
 			{fmt.Sprintf("prompts.get, %d hot ids (NATS)", r.HotIDs), s.GetHot},

@@ -140,6 +140,10 @@ func (b *indexerBench) search(ctx context.Context) error {
 				return call(search.PromptsSubject+"."+b.tenant, reqs[i], &promptTally)(ctx, i)
 			}
 		}},
+		{"embed.prompts", func(n int) func(context.Context, int) error {
+			qs := gen(n, func(r *rand.Rand) any { return b.c.promptQuery(r) })
+			return func(ctx context.Context, i int) error { return embedOne(ctx, b.pe, qs[i].(string)) }
+		}},
 		{"knn.prompts", func(n int) func(context.Context, int) error {
 			sql := b.knnSQL("prompts", pv[0])
 			return func(ctx context.Context, i int) error {
@@ -160,6 +164,10 @@ func (b *indexerBench) search(ctx context.Context) error {
 			return func(ctx context.Context, i int) error {
 				return call(search.ToolsSubject+"."+b.tenant, reqs[i], &toolTally)(ctx, i)
 			}
+		}},
+		{"embed.tools", func(n int) func(context.Context, int) error {
+			qs := gen(n, func(r *rand.Rand) any { return b.c.toolQuery(r) })
+			return func(ctx context.Context, i int) error { return embedOne(ctx, b.te, qs[i].(string)) }
 		}},
 		{"knn.tools", func(n int) func(context.Context, int) error {
 			sql := b.knnSQL("tools", tv[0])
@@ -268,8 +276,8 @@ func (b *indexerBench) search(ctx context.Context) error {
 	for _, c := range loads {
 		med := func(name string) Latency { return medianLatency(rounds[key{c, name}]) }
 		s := SearchFigures{Concurrency: c,
-			SearchPrompts: med("search.prompts"), KNNPrompts: med("knn.prompts"), FullTextPrompts: med("fulltext.prompts"), ArmsPrompts: med("arms.prompts"),
-			SearchTools: med("search.tools"), KNNTools: med("knn.tools"), FullTextTools: med("fulltext.tools"), ArmsTools: med("arms.tools"),
+			SearchPrompts: med("search.prompts"), EmbedPrompts: med("embed.prompts"), KNNPrompts: med("knn.prompts"), FullTextPrompts: med("fulltext.prompts"), ArmsPrompts: med("arms.prompts"),
+			SearchTools: med("search.tools"), EmbedTools: med("embed.tools"), KNNTools: med("knn.tools"), FullTextTools: med("fulltext.tools"), ArmsTools: med("arms.tools"),
 			Get: med("get"), GetSQL: med("get.sql"), GetParams: med("get.params"), GetHot: med("get.hot"), Echo: med("echo"),
 		}
 		if c == 0 {
@@ -461,6 +469,16 @@ func (b *indexerBench) knnKeys(ctx context.Context, kind search.EvalKind, sql st
 // the statement search runs, in lexical mode) as search runs it.
 func (b *indexerBench) bareFullText(ctx context.Context, kind search.EvalKind, q string) error {
 	_, err := b.lexical.FullTextArm(ctx, kind, b.tenant, q)
+	return err
+}
+
+// embedOne embeds one query with e, as a search does on a cache miss:
+// the first thing a search waits for, before either arm can run.
+func embedOne(ctx context.Context, e embed.Embedder, q string) error {
+	vecs, err := e.Embed(ctx, []string{q})
+	if err == nil && len(vecs) != 1 {
+		err = fmt.Errorf("%d vectors for 1 query", len(vecs))
+	}
 	return err
 }
 
