@@ -37,11 +37,14 @@ with an embedded NATS server, in one run:
 
   search: search.prompts, search.tools and prompts.get through NATS
   request/reply from a separate connection, at each --concurrency, beside the
-  bare SQL kNN query (same filter, model, K and ef_search, SET LOCAL in a
-  read-only transaction) and the bare full-text arm on the same database.
+  embedder alone on one new query, the bare SQL kNN query (same filter,
+  model, K and ef_search, SET LOCAL in a read-only transaction), the bare
+  full-text arm, and both bare arms at once on two connections (the
+  database work of a search running its arms apart) on the same database.
   prompts.get asks for ids drawn from every prompt id (mostly answered from
-  the database), then for 100 hot ids (mostly from the indexer's cache),
-  beside a bare NATS request/reply of the same size. Then each of these again
+  the database), beside the bare statement it runs on a cache miss, then
+  for 100 hot ids (mostly from the indexer's cache), beside a bare NATS
+  request/reply of the same size. Then each of these again
   in an open loop at --load times the throughput it reached at the highest
   concurrency in that round: requests leave at fixed intervals, whatever the
   answers do, and each is timed from when it was due (latency at a load the
