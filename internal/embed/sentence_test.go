@@ -532,65 +532,37 @@ func TestSentenceMeasure(t *testing.T) {
 		return fmt.Sprintf("p50 %s, p99 %s, max %s (n=%d)", d[len(d)/2].Round(10*time.Microsecond),
 			d[len(d)*99/100].Round(10*time.Microsecond), d[len(d)-1].Round(10*time.Microsecond), len(d))
 	}
+	// timed embeds each query alone, as search does, while background
+	// (if any) is embedded over and over by another goroutine, as the
+	// indexer does.
+	timed := func(queries, background []string) string {
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			for len(background) > 0 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _ = s.Embed(ctx, background)
+			}
+		}()
+		lat := make([]time.Duration, 0, len(queries))
+		for _, q := range queries {
+			t0 := time.Now()
+			_, err := s.Embed(ctx, []string{q})
+			require.NoError(t, err)
+			lat = append(lat, time.Since(t0))
+		}
+		close(stop)
+		<-done
+		return percentiles(lat)
+	}
 	queries := benchTexts(300, 14)
-	lat := make([]time.Duration, 0, len(queries))
-	for _, q := range queries {
-		t0 := time.Now()
-		_, err := s.Embed(ctx, []string{q})
-		require.NoError(t, err)
-		lat = append(lat, time.Since(t0))
-	}
-	t.Logf("query (15 words), idle: %s", percentiles(lat))
-
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		long := benchTexts(64, 199)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			_, _ = s.Embed(ctx, long)
-		}
-	}()
-	lat = lat[:0]
-	for _, q := range queries[:100] {
-		t0 := time.Now()
-		_, err := s.Embed(ctx, []string{q})
-		require.NoError(t, err)
-		lat = append(lat, time.Since(t0))
-	}
-	close(stop)
-	<-done
-	t.Logf("query (15 words) while long texts are embedded: %s", percentiles(lat))
-
-	stop = make(chan struct{})
-	done = make(chan struct{})
-	go func() {
-		defer close(done)
-		short := benchTexts(64, 14)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			_, _ = s.Embed(ctx, short)
-		}
-	}()
-	lat = lat[:0]
-	for _, q := range queries[100:200] {
-		t0 := time.Now()
-		_, err := s.Embed(ctx, []string{q})
-		require.NoError(t, err)
-		lat = append(lat, time.Since(t0))
-	}
-	close(stop)
-	<-done
-	t.Logf("query (15 words) while short texts are embedded: %s", percentiles(lat))
+	t.Logf("query (15 words), idle: %s", timed(queries, nil))
+	t.Logf("query (15 words) while long texts are embedded: %s", timed(queries[:100], benchTexts(64, 199)))
+	t.Logf("query (15 words) while short texts are embedded: %s", timed(queries[100:200], benchTexts(64, 14)))
 
 	for _, size := range []struct {
 		name  string
