@@ -60,15 +60,9 @@ func (s *Searcher) releaseApart() { <-s.apart }
 type fusedKey[T any] func(*T) (candidate, *float64)
 
 // retrieveRows runs the retrieval of one search (see retrieve) and returns
-// its rows, read by scan, and the plan it ran (p, with the query embedded
-// if it was not yet): for a hybrid search with a slot free, by running the
-// arms apart and fusing them. When the query is still to be embedded, the
-// full-text arm runs meanwhile, and the vector arm as soon as the vector
-// is there; if the embedding fails, the search is lexical, and the
-// full-text arm runs again as the lexical search ranks it (its share of a
-// hybrid score weighs matches by coverage, which full text alone does
-// not).
-func retrieveRows[T any](ctx context.Context, s *Searcher, p plan, topK int, kd kind, tune tuning, filter string, named map[string]any, tail string, scan func(pgx.Rows) (T, error), key fusedKey[T]) ([]T, plan, error) {
+// its rows, read by scan: for a hybrid search with a slot free, by
+// running the arms apart and fusing them.
+func retrieveRows[T any](ctx context.Context, s *Searcher, p plan, topK int, kd kind, tune tuning, filter string, named map[string]any, tail string, scan func(pgx.Rows) (T, error), key fusedKey[T]) ([]T, error) {
 	collect := func(ctx context.Context, p plan, out *[]T) error {
 		return s.retrieve(ctx, p, topK, kd, tune, filter, named, tail, func(r pgx.Rows) error {
 			x, err := scan(r)
@@ -77,36 +71,22 @@ func retrieveRows[T any](ctx context.Context, s *Searcher, p plan, topK int, kd 
 		})
 	}
 	if p.mode != Hybrid || !s.takeApart() {
-		p = p.resolved(ctx)
 		var out []T
 		err := collect(ctx, p, &out)
-		return out, p, err
+		return out, err
 	}
 	defer s.releaseApart()
 	s.runsApart.Add(1)
 	var vec, lex []T
 	g, gctx := errgroup.WithContext(ctx)
-	lp := p
-	lp.mode, lp.embed = lexShare, nil
+	vp, lp := p, p
+	vp.mode, lp.mode = vecShare, lexShare
+	g.Go(func() error { return collect(gctx, vp, &vec) })
 	g.Go(func() error { return collect(gctx, lp, &lex) })
-	g.Go(func() error {
-		p = p.resolved(gctx)
-		if p.mode != Hybrid {
-			return nil // not embedded: lexical, below
-		}
-		vp := p
-		vp.mode = vecShare
-		return collect(gctx, vp, &vec)
-	})
 	if err := g.Wait(); err != nil {
-		return nil, p, err
+		return nil, err
 	}
-	if p.mode != Hybrid {
-		var out []T
-		err := collect(ctx, p, &out)
-		return out, p, err
-	}
-	return fuse(vec, lex, topK, key), p, nil
+	return fuse(vec, lex, topK, key), nil
 }
 
 // fuse adds up the arms' shares of each candidate's fused score (vector

@@ -2,14 +2,11 @@ package search_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/embed"
 	"github.com/agentq/agentq/internal/search"
 	"github.com/agentq/agentq/internal/testenv"
 )
@@ -102,68 +99,4 @@ func sameResults[R any](t *testing.T, q string, want, got []R, clock func(*R) (s
 		*ws, *wr, *gs, *gr = 0, 0, 0, 0
 		require.Equal(t, want[j], got[j], "%s: result %d", q, j)
 	}
-}
-
-// statementFirst embeds with lexical only once the pool has lent out a
-// connection since *since was read, just before the search: once a
-// statement of the search has started. A search that embedded before
-// starting any statement waits for the embedding's deadline and answers
-// degraded.
-type statementFirst struct {
-	embed.Lexical
-	pool  *pgxpool.Pool
-	since *atomic.Int64
-}
-
-func (e statementFirst) Embed(ctx context.Context, texts []string) ([][]float32, error) {
-	for e.pool.Stat().AcquireCount() == e.since.Load() {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(time.Millisecond):
-		}
-	}
-	return e.Lexical.Embed(ctx, texts)
-}
-
-// TestFullTextArmRunsWhileTheQueryIsEmbedded: a hybrid search whose query
-// is not in the cache starts its full-text arm before the embedding has
-// returned (its vector arm follows as soon as it has), and finds what a
-// search finds whose query vector was at hand.
-func TestFullTextArmRunsWhileTheQueryIsEmbedded(t *testing.T) {
-	f := newFixture(t, lexical, search.Options{})
-	ctx := context.Background()
-	since := &atomic.Int64{}
-	e := statementFirst{pool: f.pool, since: since}
-	slow, err := search.New(f.pool, search.Embedders{Prompts: e, Tools: e}, search.Options{EmbedTimeout: 5 * time.Second, CacheSize: -1}, testenv.Logger(t))
-	require.NoError(t, err)
-	ten, w := testenv.Tenant(t), word(t)
-	f.prompt(promptSpec{tenant: ten, id: "plan-" + w, content: "Explain a slow SQL query plan " + w})
-	f.prompt(promptSpec{tenant: ten, id: "index-" + w, content: "Suggest an index for a slow query " + w})
-	f.tool(ten, "explain_"+w, "Explain a slow SQL query plan "+w, time.Time{})
-	f.tool(ten, "index_"+w, "Suggest an index for a slow query "+w, time.Time{})
-
-	q := "slow query plan " + w
-	since.Store(f.pool.Stat().AcquireCount())
-	pr, err := slow.Prompts(ctx, ten, search.PromptsRequest{Query: q})
-	require.NoError(t, err)
-	require.Equal(t, search.Retrieval{Mode: search.Hybrid}, pr.Retrieval)
-	want, err := f.s.Prompts(ctx, ten, search.PromptsRequest{Query: q})
-	require.NoError(t, err)
-	require.Equal(t, promptIDs(want, w), promptIDs(pr, w))
-	for i := range want.Results {
-		require.Equal(t, want.Results[i].Components.Similarity, pr.Results[i].Components.Similarity)
-	}
-
-	since.Store(f.pool.Stat().AcquireCount())
-	tr, err := slow.Tools(ctx, ten, search.ToolsRequest{Query: q})
-	require.NoError(t, err)
-	require.Equal(t, search.Retrieval{Mode: search.Hybrid}, tr.Retrieval)
-	wantT, err := f.s.Tools(ctx, ten, search.ToolsRequest{Query: q})
-	require.NoError(t, err)
-	require.Equal(t, toolNames(wantT, w), toolNames(tr, w))
-	for i := range wantT.Results {
-		require.Equal(t, wantT.Results[i].Components.Similarity, tr.Results[i].Components.Similarity)
-	}
-	require.Equal(t, int64(2), slow.RunsApart())
 }

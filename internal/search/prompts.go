@@ -79,7 +79,7 @@ func (s *Searcher) Prompts(ctx context.Context, tenant string, req PromptsReques
 		return PromptsResponse{}, service.BadRequest("%d tags; at most 64", len(req.Tags))
 	}
 	k := max(s.opts.PromptK, limit)
-	p := s.plan(s.emb.Prompts, q)
+	p := s.plan(ctx, s.emb.Prompts, q)
 
 	named, err := s.named(tenant, q, k)
 	if err != nil {
@@ -93,6 +93,9 @@ func (s *Searcher) Prompts(ctx context.Context, tenant string, req PromptsReques
 	if len(req.Tags) > 0 {
 		filter += ` AND a.tags @> {tags}::text[]`
 		named["tags"] = req.Tags
+	}
+	if p.mode != Lexical {
+		named["vec"] = p.vector()
 	}
 	tune := s.promptTune
 	tail := `
@@ -113,7 +116,7 @@ LEFT JOIN LATERAL (
 		calls    int64
 		lastUsed *time.Time
 	}
-	rows, p, err := retrieveRows(ctx, s, p, k, promptKind, tune, filter, named, tail, func(r pgx.Rows) (row, error) {
+	rows, err := retrieveRows(ctx, s, p, k, promptKind, tune, filter, named, tail, func(r pgx.Rows) (row, error) {
 		var x row
 		var err error
 		x.prompt, x.params, err = library.ScanLazy(r, &x.rrf, &x.quality, &x.calls, &x.lastUsed)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"regexp"
 	"strconv"
 	"strings"
@@ -342,29 +341,16 @@ type plan struct {
 	reason   string
 	model    string
 	vec      []float32
-	// embed, when set, embeds the query (it was not in the cache) and
-	// returns the plan with its vector, or lexical and degraded: retrieval
-	// may run the full-text arm meanwhile (arms.go).
-	embed func(context.Context) plan
-}
-
-// resolved is p with its query embedded.
-func (p plan) resolved(ctx context.Context) plan {
-	if p.embed == nil {
-		return p
-	}
-	return p.embed(ctx)
 }
 
 func (p plan) retrieval() Retrieval {
 	return Retrieval{Mode: p.mode, Degraded: p.degraded, Reason: p.reason}
 }
 
-// plan decides how a search retrieves: lexical, or with the query's vector
-// from the cache, or with it still to be embedded by e (plan.embed, which
-// retrieval calls); an embedding that fails or takes longer than
-// EmbedTimeout turns the search lexical, flagged degraded.
-func (s *Searcher) plan(e embed.Embedder, query string) plan {
+// plan embeds the query with e, unless the search is lexical; an embedding
+// that fails or takes longer than EmbedTimeout turns the search lexical,
+// flagged degraded.
+func (s *Searcher) plan(ctx context.Context, e embed.Embedder, query string) plan {
 	want := s.force
 	if want == "" {
 		want = Hybrid
@@ -383,13 +369,6 @@ func (s *Searcher) plan(e embed.Embedder, query string) plan {
 	if v, ok := s.cache.get(key); ok {
 		return plan{mode: want, model: model, vec: v}
 	}
-	return plan{mode: want, model: model, embed: func(ctx context.Context) plan { return s.embedQuery(ctx, e, want, query) }}
-}
-
-// embedQuery embeds query with e for a search in mode want, and caches
-// its vector; on failure the search is lexical, flagged degraded.
-func (s *Searcher) embedQuery(ctx context.Context, e embed.Embedder, want Mode, query string) plan {
-	model := e.Model()
 	ectx, cancel := context.WithTimeout(ctx, s.opts.EmbedTimeout)
 	defer cancel()
 	vecs, err := e.Embed(ectx, []string{query})
@@ -407,7 +386,7 @@ func (s *Searcher) embedQuery(ctx context.Context, e embed.Embedder, want Mode, 
 		s.log.Warn().Err(err).Str("model", model).Msg("query not embedded; searching by full text alone")
 		return plan{mode: Lexical, degraded: true, reason: reason + " (" + model + "); results are from full-text search alone"}
 	}
-	s.cache.put(cacheKey(model, query), vecs[0])
+	s.cache.put(key, vecs[0])
 	return plan{mode: want, model: model, vec: vecs[0]}
 }
 
@@ -559,13 +538,6 @@ func (s *Searcher) retrieve(ctx context.Context, p plan, topK int, kd kind, tune
 	ctes, err := tune.retrievalSQL(kd, p.mode, filter, p.model, len(p.vec))
 	if err != nil {
 		return err
-	}
-	if p.mode.vectorArm() {
-		// A copy: the arms of one search may run at once.
-		withVec := make(map[string]any, len(named)+1)
-		maps.Copy(withVec, named)
-		withVec["vec"] = p.vector()
-		named = withVec
 	}
 	sql, args := bind(ctes+tail, named)
 	return s.query(ctx, p, topK, s.opts.Indexes().method(kd.table), sql, args, scan)

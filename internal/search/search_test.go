@@ -500,22 +500,6 @@ func TestProviderDownFallsBackToLexical(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, tr.Retrieval.Degraded)
 	require.Equal(t, []string{ten + "/explain_" + w}, toolNames(tr, w))
-	// Ranked as a lexical search ranks, though the full-text arm ran
-	// while the query was being embedded (as its share of a hybrid, which
-	// weighs a match by the share of the query it holds: "zebra" is in no
-	// tool).
-	tr, err = f.s.Tools(ctx, ten, search.ToolsRequest{Query: "slow query plan zebra " + w})
-	require.NoError(t, err)
-	require.True(t, tr.Retrieval.Degraded)
-	lr, err := f.s.WithMode(search.Lexical).Tools(ctx, ten, search.ToolsRequest{Query: "slow query plan zebra " + w})
-	require.NoError(t, err)
-	require.NotEmpty(t, lr.Results)
-	require.Equal(t, len(lr.Results), len(tr.Results))
-	for i := range lr.Results {
-		require.Equal(t, lr.Results[i].Tool, tr.Results[i].Tool)
-		require.Equal(t, lr.Results[i].Components.Similarity, tr.Results[i].Components.Similarity, tr.Results[i].Tool.Name)
-	}
-	require.Equal(t, int64(4), f.s.RunsApart(), "the degraded searches ran their full-text arm during the embedding")
 
 	srv.Down()
 	r, err = f.s.Prompts(ctx, ten, search.PromptsRequest{Query: "slow query plan " + w})

@@ -85,7 +85,7 @@ func (s *Searcher) Tools(ctx context.Context, tenant string, req ToolsRequest) (
 		return ToolsResponse{}, service.BadRequest("%d exclude_names; at most 256", len(req.ExcludeNames))
 	}
 	k := max(s.opts.ToolK, limit)
-	p := s.plan(s.emb.Tools, q)
+	p := s.plan(ctx, s.emb.Tools, q)
 
 	named, err := s.named(tenant, q, k)
 	if err != nil {
@@ -100,6 +100,9 @@ func (s *Searcher) Tools(ctx context.Context, tenant string, req ToolsRequest) (
 		filter += ` AND coalesce((SELECT ` + toolQuality + ` FROM index_quality q
       WHERE q.tenant_id IN ({tenant}, a.tenant_id) AND q.target = 'tool' AND q.ref = a.name), {neutral}::float8) >= {minq}::float8`
 		named["neutral"], named["minq"] = s.opts.NeutralQuality, req.MinQuality
+	}
+	if p.mode != Lexical {
+		named["vec"] = p.vector()
 	}
 	tune := s.toolTune
 	tail := `
@@ -124,7 +127,7 @@ LEFT JOIN LATERAL (
 		state       *string
 		quarantined *bool
 	}
-	rows, p, err := retrieveRows(ctx, s, p, k, toolKind, tune, filter, named, tail, func(r pgx.Rows) (row, error) {
+	rows, err := retrieveRows(ctx, s, p, k, toolKind, tune, filter, named, tail, func(r pgx.Rows) (row, error) {
 		var x row
 		var err error
 		x.tool, err = registry.Scan(r, &x.rrf, &x.quality, &x.calls, &x.lastSuccess, &x.state, &x.quarantined)
