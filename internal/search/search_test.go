@@ -500,6 +500,19 @@ func TestProviderDownFallsBackToLexical(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, tr.Retrieval.Degraded)
 	require.Equal(t, []string{ten + "/explain_" + w}, toolNames(tr, w))
+	// Ranked as a lexical search ranks ("zebra" is in no tool, so the
+	// hybrid's coverage weighting would tell).
+	tr, err = f.s.Tools(ctx, ten, search.ToolsRequest{Query: "slow query plan zebra " + w})
+	require.NoError(t, err)
+	require.True(t, tr.Retrieval.Degraded)
+	lr, err := f.s.WithMode(search.Lexical).Tools(ctx, ten, search.ToolsRequest{Query: "slow query plan zebra " + w})
+	require.NoError(t, err)
+	require.NotEmpty(t, lr.Results)
+	require.Equal(t, len(lr.Results), len(tr.Results))
+	for i := range lr.Results {
+		require.Equal(t, lr.Results[i].Tool, tr.Results[i].Tool)
+		require.Equal(t, lr.Results[i].Components.Similarity, tr.Results[i].Components.Similarity, tr.Results[i].Tool.Name)
+	}
 
 	srv.Down()
 	r, err = f.s.Prompts(ctx, ten, search.PromptsRequest{Query: "slow query plan " + w})
