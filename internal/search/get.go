@@ -57,8 +57,13 @@ WHERE p.version = CASE
 // no cache, no parsing, no rendering. agentq bench indexer measures it as
 // the database's part of prompts.get.
 func (s *Searcher) GetStatement(ctx context.Context, tenant, id string) error {
-	_, err := library.Scan(s.pool.QueryRow(ctx, getSQL, tenant, id, 0, ""))
+	_, err := s.getRow(ctx, tenant, GetRequest{ID: id})
 	return err
+}
+
+// getRow reads the prompt version req names (getSQL).
+func (s *Searcher) getRow(ctx context.Context, tenant string, req GetRequest) (library.Prompt, error) {
+	return library.Scan(s.pool.QueryRow(ctx, getSQL, tenant, req.ID, req.Version, req.Label))
 }
 
 // Get returns one prompt version of tenant's, else of _global's, and its
@@ -85,7 +90,7 @@ func (s *Searcher) Get(ctx context.Context, tenant string, req GetRequest) (GetR
 	p, tmpl, gen, hit := s.prompts.get(key)
 	var err error
 	if !hit {
-		p, err = library.Scan(s.pool.QueryRow(ctx, getSQL, tenant, req.ID, req.Version, req.Label))
+		p, err = s.getRow(ctx, tenant, req)
 		if err == nil {
 			tmpl, _ = library.Parse(p.Content) // nil: Render reports why
 			s.prompts.put(key, p, tmpl, gen)
