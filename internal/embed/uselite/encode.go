@@ -1,0 +1,189 @@
+package uselite
+
+import (
+	"math"
+	"sync"
+
+	"github.com/viterin/vek/vek32"
+)
+
+// Tokenize returns text's token ids, all of them; the model reads the
+// first MaxTokens.
+func (m *Model) Tokenize(text string) []int { return m.tok.encode(text) }
+
+// Embed returns text's vector, of unit length, or nil for a text with no
+// tokens (empty once normalised). Its cost grows with the text's length
+// up to MaxTokens tokens, and then only with the tokenizing.
+func (m *Model) Embed(text string) []float32 {
+	ids := m.Tokenize(text)
+	if len(ids) == 0 {
+		return nil
+	}
+	if len(ids) > m.maxLen {
+		ids = ids[:m.maxLen]
+	}
+	return m.run(ids)
+}
+
+// workspace holds one run's intermediate rows, MaxTokens of each width.
+type workspace struct {
+	x, h, qkv, att, y, ffn []float32
+	scores                 []float32
+}
+
+var workspaces = sync.Pool{New: func() any {
+	return &workspace{
+		x:      make([]float32, MaxTokens*512),
+		h:      make([]float32, MaxTokens*512),
+		qkv:    make([]float32, MaxTokens*1536),
+		att:    make([]float32, MaxTokens*512),
+		y:      make([]float32, MaxTokens*512),
+		ffn:    make([]float32, MaxTokens*1536),
+		scores: make([]float32, MaxTokens),
+	}
+}}
+
+// run computes the vector of a sequence of token ids (1 to MaxTokens of
+// them, each below the vocabulary's size), as the graph does for one text:
+//
+//	x  = 2·embedding + timing signal   (the graph adds the embeddings to
+//	                                    themselves-plus-timing)
+//	for each layer: y = attention(LN(x)) + residual(x); x = y + FFN(LN(y))
+//	v  = l2normalize(tanh(mean(x)·W + b))
+func (m *Model) run(ids []int) []float32 {
+	n := len(ids)
+	ws := workspaces.Get().(*workspace)
+	defer workspaces.Put(ws)
+
+	d := m.inWidth
+	x := ws.x[:n*d]
+	for p, id := range ids {
+		row := x[p*d : (p+1)*d]
+		e := m.embed[id*d : (id+1)*d]
+		half := d / 2
+		pos := float32(p)
+		for i := 0; i < half; i++ {
+			a := pos * m.inv[i]
+			row[i] = e[i] + (e[i] + float32(math.Sin(float64(a))))
+			row[half+i] = e[half+i] + (e[half+i] + float32(math.Cos(float64(a))))
+		}
+	}
+	for l := range m.layers {
+		x = m.layers[l].run(ws, x, n, m.lnEps)
+	}
+	// Mean over the tokens, then the tanh layer.
+	mean := make([]float32, 512)
+	for p := 0; p < n; p++ {
+		vek32.Add_Inplace(mean, x[p*512:(p+1)*512])
+	}
+	vek32.DivNumber_Inplace(mean, float32(n))
+	out := make([]float32, m.pool.out)
+	m.pool.apply(out, mean, 1)
+	var sum float32
+	for i, v := range out {
+		t := float32(math.Tanh(float64(v)))
+		out[i] = t
+		sum += t * t
+	}
+	inv := float32(1 / math.Sqrt(float64(max(sum, m.l2Eps))))
+	vek32.MulNumber_Inplace(out, inv)
+	return out
+}
+
+// run applies the layer to x, n rows of its input width, and returns its
+// output, n rows of 512, in ws.x.
+func (ly *layer) run(ws *workspace, x []float32, n int, eps float32) []float32 {
+	in := ly.qkv.in
+	att := in // width of q, k and v
+	h := ws.h[:n*in]
+	layerNorm(h, x, n, in, ly.ln1Scale, ly.ln1Bias, eps)
+	qkv := ws.qkv[:n*3*att]
+	ly.qkv.apply(qkv, h, n)
+	heads := ws.att[:n*att]
+	ly.attend(heads, qkv, n, ws.scores[:n])
+	y := ws.y[:n*512]
+	ly.out.apply(y, heads, n)
+	if ly.residual != nil {
+		r := ws.h[:n*512] // h is free again
+		ly.residual.apply(r, x, n)
+		vek32.Add_Inplace(y, r)
+	} else {
+		vek32.Add_Inplace(y, x)
+	}
+	h = ws.h[:n*512]
+	layerNorm(h, y, n, 512, ly.ln2Scale, ly.ln2Bias, eps)
+	f := ws.ffn[:n*1536]
+	ly.ffn1.apply(f, h, n)
+	vek32.Maximum_Inplace(f, zeros[:len(f)]) // ReLU
+	out := ws.x[:n*512]
+	ly.ffn2.apply(out, f, n)
+	vek32.Add_Inplace(out, y)
+	return out
+}
+
+var zeros = make([]float32, MaxTokens*1536)
+
+// attend computes multi-head self-attention over n rows of q|k|v into
+// out, the heads side by side. Every token attends to every token.
+func (ly *layer) attend(out, qkv []float32, n int, scores []float32) {
+	att := ly.heads * ly.headDim
+	stride := 3 * att
+	q := make([]float32, ly.headDim)
+	for h := 0; h < ly.heads; h++ {
+		off := h * ly.headDim
+		for i := 0; i < n; i++ {
+			copy(q, qkv[i*stride+off:i*stride+off+ly.headDim])
+			vek32.MulNumber_Inplace(q, ly.qScale)
+			top := float32(math.Inf(-1))
+			for j := 0; j < n; j++ {
+				k := qkv[j*stride+att+off : j*stride+att+off+ly.headDim]
+				s := vek32.Dot(q, k)
+				scores[j] = s
+				top = max(top, s)
+			}
+			var sum float32
+			for j := range scores {
+				e := float32(math.Exp(float64(scores[j] - top)))
+				scores[j] = e
+				sum += e
+			}
+			o := out[i*att+off : i*att+off+ly.headDim]
+			clear(o)
+			for j := 0; j < n; j++ {
+				v := qkv[j*stride+2*att+off : j*stride+2*att+off+ly.headDim]
+				a := scores[j] / sum
+				for c, vc := range v {
+					o[c] += a * vc
+				}
+			}
+		}
+	}
+}
+
+// layerNorm normalises each of n rows of x (width w) into dst.
+func layerNorm(dst, x []float32, n, w int, scale, bias []float32, eps float32) {
+	for p := 0; p < n; p++ {
+		row := x[p*w : (p+1)*w]
+		out := dst[p*w : (p+1)*w]
+		mean := vek32.Mean(row)
+		var v float32
+		for i, r := range row {
+			c := r - mean
+			out[i] = c
+			v += c * c
+		}
+		v /= float32(w)
+		inv := float32(1 / math.Sqrt(float64(v+eps)))
+		for i := range out {
+			out[i] = scale[i]*inv*out[i] + bias[i]
+		}
+	}
+}
+
+// apply computes dst = x·w + b for n rows.
+func (d *dense) apply(dst, x []float32, n int) {
+	vek32.MatMul_Into(dst[:n*d.out], x[:n*d.in], d.w, d.in)
+	for p := 0; p < n; p++ {
+		vek32.Add_Inplace(dst[p*d.out:(p+1)*d.out], d.b)
+	}
+}
