@@ -3,8 +3,6 @@ package uselite
 import (
 	"math"
 	"sync"
-
-	"github.com/viterin/vek/vek32"
 )
 
 // Tokenize returns text's token ids, all of them; the model reads the
@@ -25,21 +23,27 @@ func (m *Model) Embed(text string) []float32 {
 	return m.run(ids)
 }
 
-// workspace holds one run's intermediate rows, MaxTokens of each width.
+// workspace holds one run's intermediate rows: MaxTokens of each width,
+// rounded up to whole blocks of the matrix kernel.
 type workspace struct {
 	x, h, qkv, att, y, ffn []float32
 	scores                 []float32
+	mean, pooled           []float32
 }
+
+const maxRows = (MaxTokens + blockRows - 1) / blockRows * blockRows
 
 var workspaces = sync.Pool{New: func() any {
 	return &workspace{
-		x:      make([]float32, MaxTokens*512),
-		h:      make([]float32, MaxTokens*512),
-		qkv:    make([]float32, MaxTokens*1536),
-		att:    make([]float32, MaxTokens*512),
-		y:      make([]float32, MaxTokens*512),
-		ffn:    make([]float32, MaxTokens*1536),
+		x:      make([]float32, maxRows*512),
+		h:      make([]float32, maxRows*512),
+		qkv:    make([]float32, maxRows*1536),
+		att:    make([]float32, maxRows*512),
+		y:      make([]float32, maxRows*512),
+		ffn:    make([]float32, maxRows*1536),
 		scores: make([]float32, MaxTokens),
+		mean:   make([]float32, blockRows*512),
+		pooled: make([]float32, blockRows*Dimension),
 	}
 }}
 
@@ -72,21 +76,27 @@ func (m *Model) run(ids []int) []float32 {
 		x = m.layers[l].run(ws, x, n, m.lnEps)
 	}
 	// Mean over the tokens, then the tanh layer.
-	mean := make([]float32, 512)
+	mean := ws.mean[:512]
+	clear(mean)
 	for p := 0; p < n; p++ {
-		vek32.Add_Inplace(mean, x[p*512:(p+1)*512])
+		add(mean, x[p*512:(p+1)*512])
 	}
-	vek32.DivNumber_Inplace(mean, float32(n))
+	for i := range mean {
+		mean[i] /= float32(n)
+	}
+	pooled := ws.pooled[:m.pool.out]
+	m.pool.apply(pooled, ws.mean, 1)
 	out := make([]float32, m.pool.out)
-	m.pool.apply(out, mean, 1)
 	var sum float32
-	for i, v := range out {
+	for i, v := range pooled {
 		t := float32(math.Tanh(float64(v)))
 		out[i] = t
 		sum += t * t
 	}
 	inv := float32(1 / math.Sqrt(float64(max(sum, m.l2Eps))))
-	vek32.MulNumber_Inplace(out, inv)
+	for i := range out {
+		out[i] *= inv
+	}
 	return out
 }
 
@@ -98,30 +108,30 @@ func (ly *layer) run(ws *workspace, x []float32, n int, eps float32) []float32 {
 	h := ws.h[:n*in]
 	layerNorm(h, x, n, in, ly.ln1Scale, ly.ln1Bias, eps)
 	qkv := ws.qkv[:n*3*att]
-	ly.qkv.apply(qkv, h, n)
+	ly.qkv.apply(qkv, ws.h, n)
 	heads := ws.att[:n*att]
 	ly.attend(heads, qkv, n, ws.scores[:n])
 	y := ws.y[:n*512]
-	ly.out.apply(y, heads, n)
+	ly.out.apply(y, ws.att, n)
 	if ly.residual != nil {
 		r := ws.h[:n*512] // h is free again
-		ly.residual.apply(r, x, n)
-		vek32.Add_Inplace(y, r)
+		ly.residual.apply(r, ws.x, n)
+		add(y, r)
 	} else {
-		vek32.Add_Inplace(y, x)
+		add(y, x)
 	}
 	h = ws.h[:n*512]
 	layerNorm(h, y, n, 512, ly.ln2Scale, ly.ln2Bias, eps)
 	f := ws.ffn[:n*1536]
-	ly.ffn1.apply(f, h, n)
-	vek32.Maximum_Inplace(f, zeros[:len(f)]) // ReLU
+	ly.ffn1.apply(f, ws.h, n)
+	for i, v := range f {
+		f[i] = max(v, 0) // ReLU
+	}
 	out := ws.x[:n*512]
-	ly.ffn2.apply(out, f, n)
-	vek32.Add_Inplace(out, y)
+	ly.ffn2.apply(ws.x, ws.ffn, n)
+	add(out, y)
 	return out
 }
-
-var zeros = make([]float32, MaxTokens*1536)
 
 // attend computes multi-head self-attention over n rows of q|k|v into
 // out, the heads side by side. Every token attends to every token.
@@ -133,11 +143,16 @@ func (ly *layer) attend(out, qkv []float32, n int, scores []float32) {
 		off := h * ly.headDim
 		for i := 0; i < n; i++ {
 			copy(q, qkv[i*stride+off:i*stride+off+ly.headDim])
-			vek32.MulNumber_Inplace(q, ly.qScale)
+			for c := range q {
+				q[c] *= ly.qScale
+			}
 			top := float32(math.Inf(-1))
 			for j := 0; j < n; j++ {
 				k := qkv[j*stride+att+off : j*stride+att+off+ly.headDim]
-				s := vek32.Dot(q, k)
+				var s float32
+				for c, qc := range q {
+					s += qc * k[c]
+				}
 				scores[j] = s
 				top = max(top, s)
 			}
@@ -165,7 +180,11 @@ func layerNorm(dst, x []float32, n, w int, scale, bias []float32, eps float32) {
 	for p := 0; p < n; p++ {
 		row := x[p*w : (p+1)*w]
 		out := dst[p*w : (p+1)*w]
-		mean := vek32.Mean(row)
+		var mean float32
+		for _, r := range row {
+			mean += r
+		}
+		mean /= float32(w)
 		var v float32
 		for i, r := range row {
 			c := r - mean
@@ -180,10 +199,19 @@ func layerNorm(dst, x []float32, n, w int, scale, bias []float32, eps float32) {
 	}
 }
 
-// apply computes dst = x·w + b for n rows.
+// apply computes dst = x·w + b for n rows; dst and x have room for n
+// rounded up to whole blocks (see packed.mul).
 func (d *dense) apply(dst, x []float32, n int) {
-	vek32.MatMul_Into(dst[:n*d.out], x[:n*d.in], d.w, d.in)
+	d.w.mul(dst, x, n)
 	for p := 0; p < n; p++ {
-		vek32.Add_Inplace(dst[p*d.out:(p+1)*d.out], d.b)
+		add(dst[p*d.out:(p+1)*d.out], d.b)
+	}
+}
+
+// add adds y to x, element by element.
+func add(x, y []float32) {
+	y = y[:len(x)]
+	for i := range x {
+		x[i] += y[i]
 	}
 }

@@ -72,9 +72,9 @@ type layer struct {
 	qScale            float32
 }
 
-// dense is y = x·w + b, w row-major [in][out].
+// dense is y = x·w + b.
 type dense struct {
-	w       []float32
+	w       packed
 	b       []float32
 	in, out int
 }
@@ -293,5 +293,9 @@ func (g *getter) int(name string) int32 {
 }
 
 func (g *getter) dense(w, b string, in, out int) dense {
-	return dense{w: g.f32(w, in, out), b: g.f32(b, out), in: in, out: out}
+	weights := g.f32(w, in, out)
+	if weights == nil {
+		return dense{}
+	}
+	return dense{w: pack(weights, in, out), b: g.f32(b, out), in: in, out: out}
 }
