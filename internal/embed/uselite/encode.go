@@ -27,11 +27,15 @@ func (m *Model) Embed(text string) []float32 {
 // rounded up to whole blocks of the matrix kernel.
 type workspace struct {
 	x, h, qkv, att, y, ffn []float32
-	scores                 []float32
+	q, kt, v, s            []float32 // one head's attention
 	mean, pooled           []float32
 }
 
-const maxRows = (MaxTokens + blockRows - 1) / blockRows * blockRows
+const (
+	maxRows = (MaxTokens + blockRows - 1) / blockRows * blockRows
+	maxKeys = (MaxTokens + panelWidth - 1) / panelWidth * panelWidth
+	maxHead = 128 // the widest head's dimensions
+)
 
 var workspaces = sync.Pool{New: func() any {
 	return &workspace{
@@ -41,7 +45,10 @@ var workspaces = sync.Pool{New: func() any {
 		att:    make([]float32, maxRows*512),
 		y:      make([]float32, maxRows*512),
 		ffn:    make([]float32, maxRows*1536),
-		scores: make([]float32, MaxTokens),
+		q:      make([]float32, maxRows*maxHead),
+		kt:     make([]float32, maxKeys*maxHead),
+		v:      make([]float32, MaxTokens*maxHead),
+		s:      make([]float32, maxRows*maxKeys),
 		mean:   make([]float32, blockRows*512),
 		pooled: make([]float32, blockRows*Dimension),
 	}
@@ -91,7 +98,7 @@ func (m *Model) run(ids []int) []float32 {
 	for i, v := range pooled {
 		t := float32(math.Tanh(float64(v)))
 		out[i] = t
-		sum += t * t
+		sum += float32(t * t)
 	}
 	inv := float32(1 / math.Sqrt(float64(max(sum, m.l2Eps))))
 	for i := range out {
@@ -109,8 +116,7 @@ func (ly *layer) run(ws *workspace, x []float32, n int, eps float32) []float32 {
 	layerNorm(h, x, n, in, ly.ln1Scale, ly.ln1Bias, eps)
 	qkv := ws.qkv[:n*3*att]
 	ly.qkv.apply(qkv, ws.h, n)
-	heads := ws.att[:n*att]
-	ly.attend(heads, qkv, n, ws.scores[:n])
+	ly.attend(ws, ws.att, qkv, n)
 	y := ws.y[:n*512]
 	ly.out.apply(y, ws.att, n)
 	if ly.residual != nil {
@@ -134,48 +140,75 @@ func (ly *layer) run(ws *workspace, x []float32, n int, eps float32) []float32 {
 }
 
 // attend computes multi-head self-attention over n rows of q|k|v into
-// out, the heads side by side. Every token attends to every token.
-func (ly *layer) attend(out, qkv []float32, n int, scores []float32) {
+// out, the heads side by side. Every token attends to every token. Both
+// products of a head (q·kᵀ, then softmax·v) go through the matrix kernel,
+// with kᵀ and v packed in panels for it.
+func (ly *layer) attend(ws *workspace, out, qkv []float32, n int) {
 	att := ly.heads * ly.headDim
 	stride := 3 * att
-	q := make([]float32, ly.headDim)
+	dh := ly.headDim
+	blocks := (n + blockRows - 1) / blockRows
+	panels := (n + panelWidth - 1) / panelWidth
+	cols := panels * panelWidth // score columns, keys padded with zeros
+	q := ws.q[:blocks*blockRows*dh]
+	kt := ws.kt[:panels*panelWidth*dh]
+	v := ws.v[:n*dh]
+	scores := ws.s[:blocks*blockRows*cols]
+	clear(q[n*dh:])
+	clear(kt)
 	for h := 0; h < ly.heads; h++ {
-		off := h * ly.headDim
+		off := h * dh
 		for i := 0; i < n; i++ {
-			copy(q, qkv[i*stride+off:i*stride+off+ly.headDim])
-			for c := range q {
-				q[c] *= ly.qScale
+			row := qkv[i*stride : (i+1)*stride]
+			for c, x := range row[off : off+dh] {
+				q[i*dh+c] = x * ly.qScale
 			}
+			// kᵀ panel i/16 holds key i in column i%16; v is [n][dh]
+			// packed in panels of 16 dimensions.
+			panel := kt[i/panelWidth*panelWidth*dh:]
+			for c, x := range row[att+off : att+off+dh] {
+				panel[c*panelWidth+i%panelWidth] = x
+			}
+			for c, x := range row[2*att+off : 2*att+off+dh] {
+				v[c/panelWidth*panelWidth*n+i*panelWidth+c%panelWidth] = x
+			}
+		}
+		for p := 0; p < panels; p++ {
+			for b := 0; b < blocks; b++ {
+				r := b * blockRows
+				kernel(dh, q[r*dh:], dh, kt[p*panelWidth*dh:(p+1)*panelWidth*dh], scores[r*cols+p*panelWidth:], cols)
+			}
+		}
+		for i := 0; i < n; i++ {
+			row := scores[i*cols : i*cols+n]
 			top := float32(math.Inf(-1))
-			for j := 0; j < n; j++ {
-				k := qkv[j*stride+att+off : j*stride+att+off+ly.headDim]
-				var s float32
-				for c, qc := range q {
-					s += qc * k[c]
-				}
-				scores[j] = s
-				top = max(top, s)
+			for _, x := range row {
+				top = max(top, x)
 			}
 			var sum float32
-			for j := range scores {
-				e := float32(math.Exp(float64(scores[j] - top)))
-				scores[j] = e
+			for j, x := range row {
+				e := float32(math.Exp(float64(x - top)))
+				row[j] = e
 				sum += e
 			}
-			o := out[i*att+off : i*att+off+ly.headDim]
-			clear(o)
-			for j := 0; j < n; j++ {
-				v := qkv[j*stride+2*att+off : j*stride+2*att+off+ly.headDim]
-				a := scores[j] / sum
-				for c, vc := range v {
-					o[c] += a * vc
-				}
+			for j := range row {
+				row[j] /= sum
+			}
+		}
+		for p := 0; p < dh/panelWidth; p++ {
+			for b := 0; b < blocks; b++ {
+				r := b * blockRows
+				kernel(n, scores[r*cols:], cols, v[p*panelWidth*n:(p+1)*panelWidth*n], out[r*att+off+p*panelWidth:], att)
 			}
 		}
 	}
 }
 
 // layerNorm normalises each of n rows of x (width w) into dst.
+//
+// Here and below, float32(a*b) keeps the compiler from fusing a multiply
+// and an add (the spec allows it, GOAMD64=v3 and arm64 do it): the same
+// bits whatever the build.
 func layerNorm(dst, x []float32, n, w int, scale, bias []float32, eps float32) {
 	for p := 0; p < n; p++ {
 		row := x[p*w : (p+1)*w]
@@ -189,12 +222,12 @@ func layerNorm(dst, x []float32, n, w int, scale, bias []float32, eps float32) {
 		for i, r := range row {
 			c := r - mean
 			out[i] = c
-			v += c * c
+			v += float32(c * c)
 		}
 		v /= float32(w)
 		inv := float32(1 / math.Sqrt(float64(v+eps)))
 		for i := range out {
-			out[i] = scale[i]*inv*out[i] + bias[i]
+			out[i] = float32(scale[i]*inv*out[i]) + bias[i]
 		}
 	}
 }

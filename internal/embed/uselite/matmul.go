@@ -79,7 +79,10 @@ func (w *packed) mulPanels(y, x []float32, blocks, from, to int) {
 
 // kernelGo is the kernel in Go, for machines without the assembly one:
 // blockRows rows of x (row stride xs) times one panel (k rows of
-// panelWidth) into y (row stride ys).
+// panelWidth) into y (row stride ys). Its multiply-adds are not fused
+// (math.FMA is emulated, slowly, where there is no FMA instruction), so its
+// last bits differ from the assembly's: a vector is the same bits on the
+// same kind of machine, within ~1e-7 across kinds.
 func kernelGo(k int, x []float32, xs int, panel []float32, y []float32, ys int) {
 	for r := 0; r < blockRows; r++ {
 		var acc [panelWidth]float32
@@ -87,7 +90,7 @@ func kernelGo(k int, x []float32, xs int, panel []float32, y []float32, ys int) 
 		for i, a := range row {
 			p := panel[i*panelWidth : (i+1)*panelWidth]
 			for c := range acc {
-				acc[c] += a * p[c]
+				acc[c] += float32(a * p[c])
 			}
 		}
 		copy(y[r*ys:r*ys+panelWidth], acc[:])
