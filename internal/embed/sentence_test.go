@@ -323,10 +323,10 @@ func BenchmarkSentence(b *testing.B) {
 var measure = flag.Bool("sentence.measure", false, "run TestSentenceMeasure: start time, latency, throughput and RSS of Sentence")
 
 // TestSentenceMeasure logs what Sentence costs, for the design notes:
-// start (model load and warm-up), one short query's latency (p50, p99),
-// the same while another goroutine embeds long texts (prompts) and while
-// it embeds short ones (tools), texts/s in batches of 64 short and long
-// texts, and the process's resident memory. Run it with
+// start (model load), one short query's latency (p50, p99), the same while
+// another goroutine embeds long texts (prompts) and while it embeds short
+// ones (tools), short queries from 8 callers at once, texts/s in batches
+// of 64 short and long texts, and the process's resident memory. Run it with
 // go test ./internal/embed/ -run SentenceMeasure -sentence.measure -v.
 func TestSentenceMeasure(t *testing.T) {
 	if !*measure {
@@ -379,6 +379,25 @@ func TestSentenceMeasure(t *testing.T) {
 	t.Logf("query (15 words), idle: %s", timed(queries, nil))
 	t.Logf("query (15 words) while long texts are embedded: %s", timed(queries[:100], benchTexts(64, 199)))
 	t.Logf("query (15 words) while short texts are embedded: %s", timed(queries[100:200], benchTexts(64, 14)))
+
+	// Eight callers at once, each embedding short queries one after
+	// another: more callers than cores, so this is queueing; what matters
+	// is that they take turns (p99 a few times p50, not 50×).
+	short := benchTexts(1600, 5)
+	lat := make([]time.Duration, len(short))
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := g; i < len(short); i += 8 {
+				t0 := time.Now()
+				_, err := s.Embed(ctx, short[i:i+1])
+				lat[i] = time.Since(t0)
+				require.NoError(t, err)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("query (5 words) from 8 callers at once: %s", percentiles(lat))
 
 	for _, size := range []struct {
 		name  string
