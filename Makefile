@@ -25,7 +25,7 @@ dev: deps
 
 test: deps vet
 	$(GO) test -count=1 -timeout 20m ./...
-	$(GO) test -count=1 -race -timeout 10m ./internal/chat/ ./internal/bus/ ./schemas/ ./internal/service/ ./internal/job/ ./internal/provider/... ./internal/library/ ./internal/search/
+	$(GO) test -count=1 -race -timeout 10m ./internal/chat/ ./internal/bus/ ./schemas/ ./internal/service/ ./internal/job/ ./internal/provider/... ./internal/library/ ./internal/search/ ./internal/embed/...
 	$(MAKE) fuzz
 
 # Short fuzzing runs of the decoders that take outside input.
