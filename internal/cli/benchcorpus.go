@@ -31,7 +31,8 @@ type benchID struct {
 	tags                       []string
 	params                     []library.Param
 	values                     map[string]any
-	tokens                     []string // the latest version's content, words and {{.Param}} markers
+	tokens                     []string // while generating: the latest version's content, words and {{.Param}} markers
+	text                       string   // then: that content and the description, what queries quote
 }
 
 type benchPromptEv struct {
@@ -93,6 +94,13 @@ func newBenchCorpus(o IndexerBenchOptions) *benchCorpus {
 			c.ids[j].tokens = c.edit(c.ids[j].tokens)
 		}
 		c.prompts = append(c.prompts, benchPromptEv{id: j, content: strings.Join(c.ids[j].tokens, " ")})
+	}
+	// One string per id from here: 20,000 slices of ~130 words would be
+	// millions of pointers for the garbage collector of the process that
+	// also runs the indexer being measured.
+	for j := range c.ids {
+		c.ids[j].text = strings.Join(c.ids[j].tokens, " ") + " " + c.ids[j].description
+		c.ids[j].tokens = nil
 	}
 	servers := make([]string, 50)
 	for i := range servers {
@@ -168,6 +176,13 @@ func (c *benchCorpus) edit(tokens []string) []string {
 	return out
 }
 
+// dropContents forgets the prompts' contents, needed only to publish and
+// index them, before search is measured: the less the bench holds, the
+// less its garbage collector takes from the indexer sharing its process.
+func (c *benchCorpus) dropContents() {
+	c.prompts = nil
+}
+
 func (c *benchCorpus) meanWords() float64 {
 	total := 0
 	for _, p := range c.prompts {
@@ -208,7 +223,7 @@ func (c *benchCorpus) toolText(i int) string {
 // dropped, two words swapped).
 func (c *benchCorpus) promptQuery(r *rand.Rand) string {
 	id := c.ids[r.IntN(len(c.ids))]
-	return c.query(r, strings.Join(id.tokens, " ")+" "+id.description)
+	return c.query(r, id.text)
 }
 
 func (c *benchCorpus) toolQuery(r *rand.Rand) string {

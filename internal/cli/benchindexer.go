@@ -426,6 +426,7 @@ func BenchIndexer(ctx context.Context, cfg config.Config, o IndexerBenchOptions,
 		if err := b.existing(ctx); err != nil {
 			return res, err
 		}
+		c.dropContents()
 		if err := b.search(ctx); err != nil {
 			return res, fmt.Errorf("search: %w", err)
 		}
@@ -440,6 +441,7 @@ func BenchIndexer(ctx context.Context, cfg config.Config, o IndexerBenchOptions,
 	if err := b.anchors(ctx); err != nil {
 		return res, fmt.Errorf("bare INSERT: %w", err)
 	}
+	c.dropContents()
 	if err := b.search(ctx); err != nil {
 		return res, fmt.Errorf("search: %w", err)
 	}
