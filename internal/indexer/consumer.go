@@ -49,6 +49,9 @@ func NewConsumer(opts Options) app.Consumer {
 			return err
 		}
 		defer closeEmb()
+		stale := make(chan struct{})
+		go func() { defer close(stale); warnStale(ctx, d.Pool, emb, d.Log) }()
+		defer func() { <-stale }() // ctx is done by then: it ends at once
 		s, stop, err := serveSearch(ctx, d, emb)
 		if err != nil {
 			return err

@@ -1,10 +1,12 @@
 package indexer_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/embed"
@@ -54,4 +56,44 @@ func TestReindexAfterModelChange(t *testing.T) {
 	rep, err = indexer.Reindex(ctx, r.pool, emb, indexer.ReindexOptions{Tenant: r.tenant})
 	require.NoError(t, err)
 	require.Zero(t, rep.Prompts+rep.Tools, "nothing left to re-embed")
+}
+
+// Stale counts what Reindex would re-embed after a model change, by kind
+// and stored model, for one tenant; the indexer logs it at start.
+func TestStale(t *testing.T) {
+	r := newRig(t)
+	for i := range 3 {
+		r.apply(t, indexer.TypePromptCreated, prompt(fmt.Sprintf("p%d", i), 1, fmt.Sprintf("Prompt number %d about invoices", i)))
+	}
+	r.apply(t, indexer.TypeToolRegistered, map[string]any{"name": "send_invoice", "description": "Send an invoice by email"})
+	ctx := context.Background()
+	lex := embed.Lexical{}
+
+	stale, err := indexer.Stale(ctx, r.pool, indexer.Embedders{Prompts: lex, Tools: lex}, r.tenant)
+	require.NoError(t, err)
+	require.Empty(t, stale, "the models in force embedded everything")
+
+	renamedEmb := indexer.Embedders{Prompts: renamed{}, Tools: renamed{}}
+	stale, err = indexer.Stale(ctx, r.pool, renamedEmb, r.tenant)
+	require.NoError(t, err)
+	require.Equal(t, []indexer.StaleModel{
+		{Kind: indexer.KindPrompts, Model: embed.LexicalModel, Rows: 3},
+		{Kind: indexer.KindTools, Model: embed.LexicalModel, Rows: 1},
+	}, stale)
+
+	stale, err = indexer.Stale(ctx, r.pool, indexer.Embedders{Prompts: lex, Tools: renamed{}}, r.tenant)
+	require.NoError(t, err)
+	require.Equal(t, []indexer.StaleModel{{Kind: indexer.KindTools, Model: embed.LexicalModel, Rows: 1}}, stale, "only the kind whose model changed")
+
+	// What the indexer logs at start (every tenant of the test database).
+	var logged bytes.Buffer
+	indexer.WarnStale(ctx, r.pool, renamedEmb, zerolog.New(&logged))
+	require.Contains(t, logged.String(), `"level":"warn","kind":"tools","model":"agentq-lexical-v1","rows":`)
+	require.Contains(t, logged.String(), `"in_force":"test-renamed-v1","message":"rows embedded by another model than the one in force: search finds them by their words only until `+"`agentq reindex`"+` re-embeds them"`)
+
+	_, err = indexer.Reindex(ctx, r.pool, renamedEmb, indexer.ReindexOptions{Tenant: r.tenant})
+	require.NoError(t, err)
+	stale, err = indexer.Stale(ctx, r.pool, renamedEmb, r.tenant)
+	require.NoError(t, err)
+	require.Empty(t, stale, "nothing left after a reindex")
 }

@@ -1,0 +1,4 @@
+package indexer
+
+// WarnStale is warnStale, for tests.
+var WarnStale = warnStale
