@@ -17,8 +17,8 @@ func (m *Model) Embed(text string) []float32 {
 	if len(ids) == 0 {
 		return nil
 	}
-	if len(ids) > m.maxLen {
-		ids = ids[:m.maxLen]
+	if len(ids) > MaxTokens {
+		ids = ids[:MaxTokens]
 	}
 	return m.run(ids)
 }
@@ -66,12 +66,11 @@ func (m *Model) run(ids []int) []float32 {
 	ws := workspaces.Get().(*workspace)
 	defer workspaces.Put(ws)
 
-	d := m.inWidth
+	const d, half = embedWidth, embedWidth / 2
 	x := ws.x[:n*d]
 	for p, id := range ids {
 		row := x[p*d : (p+1)*d]
 		e := m.embed[id*d : (id+1)*d]
-		half := d / 2
 		pos := float32(p)
 		for i := 0; i < half; i++ {
 			a := pos * m.inv[i]
@@ -91,9 +90,9 @@ func (m *Model) run(ids []int) []float32 {
 	for i := range mean {
 		mean[i] /= float32(n)
 	}
-	pooled := ws.pooled[:m.pool.out]
+	pooled := ws.pooled[:Dimension]
 	m.pool.apply(pooled, ws.mean, 1)
-	out := make([]float32, m.pool.out)
+	out := make([]float32, Dimension)
 	var sum float32
 	for i, v := range pooled {
 		t := float32(math.Tanh(float64(v)))
@@ -110,7 +109,7 @@ func (m *Model) run(ids []int) []float32 {
 // run applies the layer to x, n rows of its input width, and returns its
 // output, n rows of 512, in ws.x.
 func (ly *layer) run(ws *workspace, x []float32, n int, eps float32) []float32 {
-	in := ly.qkv.in
+	in := ly.qkv.w.in
 	att := in // width of q, k and v
 	h := ws.h[:n*in]
 	layerNorm(h, x, n, in, ly.ln1Scale, ly.ln1Bias, eps)
@@ -236,8 +235,9 @@ func layerNorm(dst, x []float32, n, w int, scale, bias []float32, eps float32) {
 // rounded up to whole blocks (see packed.mul).
 func (d *dense) apply(dst, x []float32, n int) {
 	d.w.mul(dst, x, n)
+	out := d.w.out
 	for p := 0; p < n; p++ {
-		add(dst[p*d.out:(p+1)*d.out], d.b)
+		add(dst[p*out:(p+1)*out], d.b)
 	}
 }
 

@@ -26,18 +26,18 @@ func TestRowsIndependent(t *testing.T) {
 	m := load(t)
 	for _, d := range []dense{m.layers[0].qkv, m.layers[1].ffn1, m.layers[1].ffn2} {
 		for _, n := range []int{1, 3, 4, 5, 7, 9, 33, MaxTokens} {
-			x := make([]float32, maxRows*d.in)
-			for i := range x[:n*d.in] {
+			x := make([]float32, maxRows*d.w.in)
+			for i := range x[:n*d.w.in] {
 				x[i] = float32(i%97)/97 - 0.5
 			}
-			all := make([]float32, maxRows*d.out)
+			all := make([]float32, maxRows*d.w.out)
 			d.apply(all, x, n)
-			xs := make([]float32, blockRows*d.in)
-			one := make([]float32, blockRows*d.out)
+			xs := make([]float32, blockRows*d.w.in)
+			one := make([]float32, blockRows*d.w.out)
 			for p := 0; p < n; p++ {
-				copy(xs, x[p*d.in:(p+1)*d.in])
+				copy(xs, x[p*d.w.in:(p+1)*d.w.in])
 				d.apply(one, xs, 1)
-				require.Equal(t, one[:d.out], all[p*d.out:(p+1)*d.out], "%d×%d, %d rows: row %d", d.in, d.out, n, p)
+				require.Equal(t, one[:d.w.out], all[p*d.w.out:(p+1)*d.w.out], "%d×%d, %d rows: row %d", d.w.in, d.w.out, n, p)
 			}
 		}
 	}

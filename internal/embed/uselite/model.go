@@ -26,6 +26,9 @@ import (
 const (
 	// Dimension is the size of the model's vectors.
 	Dimension = 512
+	// embedWidth is the size of a token's embedding, the first layer's
+	// input.
+	embedWidth = 256
 	// MaxTokens is how many tokens of a text the model reads (its
 	// ClipToMaxLength); later ones are dropped.
 	MaxTokens = 128
@@ -48,15 +51,13 @@ var ErrUnknownModel = errors.New("uselite: the package holds another model than 
 
 // Model is the loaded encoder. It is safe for concurrent use.
 type Model struct {
-	tok     *tokenizer
-	embed   []float32 // [vocabulary][256]
-	inv     []float32 // [128] inverse timescales of the timing signal
-	layers  [2]layer
-	pool    dense // 512 → 512, tanh
-	lnEps   float32
-	l2Eps   float32
-	maxLen  int
-	inWidth int // 256
+	tok    *tokenizer
+	embed  []float32 // [vocabulary][256]
+	inv    []float32 // [128] inverse timescales of the timing signal
+	layers [2]layer
+	pool   dense // 512 → 512, tanh
+	lnEps  float32
+	l2Eps  float32
 }
 
 // layer is one transformer layer, pre-norm.
@@ -74,9 +75,8 @@ type layer struct {
 
 // dense is y = x·w + b.
 type dense struct {
-	w       packed
-	b       []float32
-	in, out int
+	w packed
+	b []float32
 }
 
 type manifest struct {
@@ -192,14 +192,13 @@ const (
 func build(ts map[string]tensor, pieces []string, scores []float64) (*Model, error) {
 	g := getter{ts: ts}
 	m := &Model{tok: newTokenizer(pieces, scores)}
-	m.embed = g.f32("module/Embeddings_en", -1, 256)
-	m.inWidth = 256
+	m.embed = g.f32("module/Embeddings_en", -1, embedWidth)
 	m.inv = g.f32(stack+"Layer_0/AddTimingSignal/TimingSignal/ExpandDims_1", 1, 128)
 	m.lnEps = g.scalar(stack + "Layer_1/TransformerLayer/FFN/layer_prepostprocess/layer_norm/Cast/x")
 	m.l2Eps = g.scalar("module_apply_default/Encoder_en/hidden_layers/l2_normalize/Maximum/y")
-	m.maxLen = int(g.int(applied[:len(applied)-len("Encode/")] + "ClipToMaxLength/Less/y"))
+	maxLen := int(g.int(applied[:len(applied)-len("Encode/")] + "ClipToMaxLength/Less/y"))
 	heads := int(g.int(stack + "Layer_1/TransformerLayer/MultiheadAttention/split_heads/split_last_dimension/Reshape/shape/2"))
-	widths := [2]int{256, 512}
+	widths := [2]int{embedWidth, 512}
 	for l := range m.layers {
 		name := fmt.Sprintf("Layer_%d/TransformerLayer/", l)
 		in := widths[l]
@@ -226,14 +225,14 @@ func build(ts map[string]tensor, pieces []string, scores []float64) (*Model, err
 		}
 	}
 	m.pool = g.dense("module/Encoder_en/hidden_layers/tanh_layer_0/weights", "module/Encoder_en/hidden_layers/tanh_layer_0/bias", 512, Dimension)
-	if m.maxLen != MaxTokens {
-		g.fail(fmt.Errorf("the model reads %d tokens, not %d", m.maxLen, MaxTokens))
+	if maxLen != MaxTokens {
+		g.fail(fmt.Errorf("the model reads %d tokens, not %d", maxLen, MaxTokens))
 	}
 	if g.err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnknownModel, g.err)
 	}
-	if len(m.embed)/m.inWidth < len(pieces) {
-		return nil, fmt.Errorf("%w: %d embeddings for %d pieces", ErrUnknownModel, len(m.embed)/m.inWidth, len(pieces))
+	if len(m.embed)/embedWidth < len(pieces) {
+		return nil, fmt.Errorf("%w: %d embeddings for %d pieces", ErrUnknownModel, len(m.embed)/embedWidth, len(pieces))
 	}
 	return m, nil
 }
@@ -297,5 +296,5 @@ func (g *getter) dense(w, b string, in, out int) dense {
 	if weights == nil {
 		return dense{}
 	}
-	return dense{w: pack(weights, in, out), b: g.f32(b, out), in: in, out: out}
+	return dense{w: pack(weights, in, out), b: g.f32(b, out)}
 }
