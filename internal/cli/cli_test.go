@@ -61,6 +61,18 @@ func getenv(env map[string]string, cache string) func(string) string {
 	}
 }
 
+// runAsync runs a command in the background: its stdout arrives on the
+// channel when it ends; stderr can be read while it runs.
+func runAsync(ctx context.Context, env map[string]string, args ...string) (<-chan string, *syncBuffer) {
+	var out, errOut syncBuffer
+	done := make(chan string, 1)
+	go func() {
+		cli.Run(ctx, cli.Env{Args: args, Getenv: getenv(env, noDevState), Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut})
+		done <- out.String()
+	}()
+	return done, &errOut
+}
+
 func run(ctx context.Context, env map[string]string, stdin string, args ...string) (code int, stdout, stderr string) {
 	var out, errOut syncBuffer
 	code = cli.Run(ctx, cli.Env{
@@ -79,14 +91,12 @@ func TestDevPublishTail(t *testing.T) {
 	// outlive the test): the call, the rules rater's tool.rated, and the
 	// two quality.changed the scorer publishes for them.
 	demo := testenv.Tenant(t)
-	tailDone := make(chan string, 1)
-	go func() {
-		tctx, tcancel := context.WithTimeout(ctx, 60*time.Second)
-		defer tcancel()
-		_, out, _ := run(tctx, client, "", "tail", "--count", "3", "quality.changed."+demo, "tool.rated."+demo)
-		tailDone <- out
-	}()
-	time.Sleep(500 * time.Millisecond) // let tail subscribe; it only shows new events
+	tctx, tcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer tcancel()
+	tailDone, tailErr := runAsync(tctx, client, "tail", "--count", "3", "quality.changed."+demo, "tool.rated."+demo)
+	// tail shows only events published after its consumer exists, which
+	// it says on stderr.
+	testenv.Eventually(t, 30*time.Second, func() bool { return strings.Contains(tailErr.String(), "tailing ") }, "tail did not say it had subscribed")
 
 	code, out, errOut := run(ctx, client, "", "publish", "--tenant", demo, "--type", "tool.executed",
 		"--data", `{"tool_name":"web_search","success":true,"latency_ms":120,"input":{"query":"weather in Paris"},"output":"Paris: 21°C, sunny"}`)

@@ -18,7 +18,7 @@ import (
 
 func init() {
 	register("reindex", "re-embed prompts and tools after an embedding model change, in place, with progress", runReindex)
-	describe("reindex", "[--tenant T] [--all]", `Re-embeds the prompts and tools whose vector is of another model than the one
+	describe("reindex", "[--tenant T] [--all] [--batch N] [--json]", `Re-embeds the prompts and tools whose vector is of another model than the one
 in force (AGENTQ_EMBED_*: the provider, or the built-in embedders chosen by
 AGENTQ_EMBED_PROMPTS and AGENTQ_EMBED_TOOLS), or that have none, and creates
 the model's vector index. Nothing else changes and the indexers keep running;
@@ -32,6 +32,7 @@ func runReindex(ctx context.Context, e Env, cfg config.Config, log zerolog.Logge
 	tenant := fs.String("tenant", "", "only this tenant (default: every tenant)")
 	all := fs.Bool("all", false, "re-embed every row, not only those of another model")
 	batch := fs.Int("batch", 64, "rows per embedding call")
+	asJSON := fs.Bool("json", false, "print the report as JSON (progress still goes to stderr)")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
@@ -63,6 +64,10 @@ func runReindex(ctx context.Context, e Env, cfg config.Config, log zerolog.Logge
 	if err != nil {
 		return err
 	}
+	if *asJSON {
+		return writeJSON(e.Stdout, reindexReport{Prompts: rep.Prompts, Tools: rep.Tools, PromptModel: rep.PromptModel, ToolModel: rep.ToolModel,
+			SkippedPrompts: rep.SkippedPrompts, SkippedTools: rep.SkippedTools, TookMS: rep.Took.Milliseconds()})
+	}
 	fmt.Fprintf(e.Stdout, "re-embedded %d prompts with %s and %d tools with %s in %s\n",
 		rep.Prompts, rep.PromptModel, rep.Tools, rep.ToolModel, rep.Took.Round(time.Millisecond))
 	if rep.SkippedPrompts+rep.SkippedTools > 0 {
@@ -70,6 +75,17 @@ func runReindex(ctx context.Context, e Env, cfg config.Config, log zerolog.Logge
 			rep.SkippedPrompts, rep.SkippedTools)
 	}
 	return nil
+}
+
+// reindexReport is reindex's --json output.
+type reindexReport struct {
+	Prompts        int    `json:"prompts"`
+	Tools          int    `json:"tools"`
+	PromptModel    string `json:"prompt_model"`
+	ToolModel      string `json:"tool_model"`
+	SkippedPrompts int    `json:"skipped_prompts"`
+	SkippedTools   int    `json:"skipped_tools"`
+	TookMS         int64  `json:"took_ms"`
 }
 
 // bar draws a progress bar per kind on a terminal, else a line each 10%.
