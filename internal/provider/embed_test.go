@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -143,4 +144,39 @@ func TestEmbedRetriesWithinBatch(t *testing.T) {
 	require.Len(t, vecs, 3)
 	require.Equal(t, 3, srv.EmbeddingRequests(), "the first batch twice, the second once")
 	require.Equal(t, []int{2, 1}, srv.EmbeddingBatches())
+}
+
+// A 429 or 503 with Retry-After is retried no sooner than the server asked,
+// measured where it matters, at the server, and the batch still comes back
+// whole and in order.
+func TestEmbedHonoursRetryAfter(t *testing.T) {
+	tests := []struct {
+		name       string
+		status     int
+		retryAfter string
+		atLeast    time.Duration
+	}{
+		{"429", http.StatusTooManyRequests, "1", time.Second},
+		{"503", http.StatusServiceUnavailable, "1", time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e, srv := newEmbedder(t, nil)
+			srv.FailNext(1, tt.status, tt.retryAfter)
+			in := texts(3)
+			vecs, err := e.Embed(context.Background(), in)
+			require.NoError(t, err)
+			require.Len(t, vecs, len(in))
+			for i, text := range in {
+				require.Equal(t, providertest.Vector(text, providertest.DefaultDimension), vecs[i], "vector %d", i)
+			}
+			require.Equal(t, 2, srv.EmbeddingRequests(), "one refused, one retried")
+			require.Equal(t, 1, srv.Answered(tt.status))
+			require.Equal(t, []int{3}, srv.EmbeddingBatches(), "the retry carried the whole batch")
+			times := srv.RequestTimes()
+			require.Len(t, times, 2)
+			require.GreaterOrEqual(t, times[1].Sub(times[0]), tt.atLeast, "the retry came before the Retry-After")
+		})
+	}
 }

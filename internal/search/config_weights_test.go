@@ -1,0 +1,110 @@
+package search_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/indexer"
+	"github.com/agentq/agentq/internal/search"
+	"github.com/agentq/agentq/internal/testenv"
+)
+
+// AGENTQ_SEARCH_PROMPT_WEIGHTS and AGENTQ_SEARCH_TOOL_WEIGHTS reach the
+// score: through config.Load and the indexer's SearchOptions, each result's
+// Score is the weighted sum of its Components under the configured weights,
+// and the order follows. The corpus has, per kind, an exact match of poor
+// quality and a loose match (only the test's word in common with the query)
+// of high quality, alike in recency and usage.
+func TestConfiguredWeightsReachTheScore(t *testing.T) {
+	f := newFixture(t, lexical, search.Options{})
+	ctx := context.Background()
+	ten, w := testenv.Tenant(t), word(t)
+	now := time.Now()
+	created := now.Add(-time.Hour)
+	exactText, looseText := "Convert currency amounts between euros and dollars "+w, "Format a calendar date for a locale "+w
+	query := "convert currency amounts euros dollars " + w
+
+	exactP := f.prompt(promptSpec{tenant: ten, id: "exact-" + w, content: exactText, createdAt: created})
+	looseP := f.prompt(promptSpec{tenant: ten, id: "loose-" + w, content: looseText, createdAt: created})
+	f.quality(ten, "prompt", exactP.Hash, 0.1, 20, now, nil)
+	f.quality(ten, "prompt", looseP.Hash, 0.95, 20, now, nil)
+	f.tool(ten, "exact_"+w, exactText, created)
+	f.tool(ten, "loose_"+w, looseText, created)
+	f.quality(ten, "tool", "exact_"+w, 0.1, 20, now, nil)
+	f.quality(ten, "tool", "loose_"+w, 0.95, 20, now, nil)
+
+	exactFirstP, looseFirstP := []string{ten + "/exact-" + w, ten + "/loose-" + w}, []string{ten + "/loose-" + w, ten + "/exact-" + w}
+	exactFirstT, looseFirstT := []string{ten + "/exact_" + w, ten + "/loose_" + w}, []string{ten + "/loose_" + w, ten + "/exact_" + w}
+	tests := []struct {
+		name                   string
+		prompt, tool           string // the variables; "" leaves them unset
+		wantPromptW, wantToolW search.Weights
+		wantPrompts, wantTools []string
+	}{
+		{
+			name:        "default",
+			wantPromptW: search.Weights{Similarity: 0.4, Quality: 0.3, Recency: 0.2, Usage: 0.1},
+			wantToolW:   search.Weights{Similarity: 0.5, Quality: 0.35, Recency: 0.15},
+			// The loose match's similarity (fused ranks, normalised) is not
+			// far enough behind to outweigh 0.85 of quality.
+			wantPrompts: looseFirstP, wantTools: looseFirstT,
+		},
+		{
+			name: "similarity only", prompt: "1,0,0,0", tool: "1,0,0,0",
+			wantPromptW: search.Weights{Similarity: 1}, wantToolW: search.Weights{Similarity: 1},
+			wantPrompts: exactFirstP, wantTools: exactFirstT,
+		},
+		{
+			name: "quality heavy", prompt: "0.1,0.8,0.1,0", tool: "0.05,0.95,0,0",
+			wantPromptW: search.Weights{Similarity: 0.1, Quality: 0.8, Recency: 0.1},
+			wantToolW:   search.Weights{Similarity: 0.05, Quality: 0.95},
+			wantPrompts: looseFirstP, wantTools: looseFirstT,
+		},
+		{
+			name: "each kind its own", prompt: "1,0,0,0", tool: "0,1,0,0",
+			wantPromptW: search.Weights{Similarity: 1}, wantToolW: search.Weights{Quality: 1},
+			wantPrompts: exactFirstP, wantTools: looseFirstT,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := config.Load(func(k string) string {
+				return map[string]string{"AGENTQ_SEARCH_PROMPT_WEIGHTS": tt.prompt, "AGENTQ_SEARCH_TOOL_WEIGHTS": tt.tool}[k]
+			})
+			require.NoError(t, err)
+			opts := indexer.SearchOptions(cfg.Search)
+			require.Equal(t, tt.wantPromptW, opts.PromptWeights)
+			require.Equal(t, tt.wantToolW, opts.ToolWeights)
+			s, err := search.New(f.pool, search.Embedders{Prompts: lexical, Tools: lexical}, opts, testenv.Logger(t))
+			require.NoError(t, err)
+
+			pr, err := s.Prompts(ctx, ten, search.PromptsRequest{Query: query, Limit: 10})
+			require.NoError(t, err)
+			require.Equal(t, tt.wantPrompts, promptIDs(pr, w))
+			pw := tt.wantPromptW
+			for i, x := range pr.Results {
+				c := x.Components
+				require.Equal(t, pw.Similarity*c.Similarity+pw.Quality*c.Quality+pw.Recency*c.Recency+pw.Usage*c.Usage, x.Score, "%s: %+v", x.Prompt.ID, c)
+				if i > 0 {
+					require.LessOrEqual(t, x.Score, pr.Results[i-1].Score, "sorted by score")
+				}
+			}
+
+			tr, err := s.Tools(ctx, ten, search.ToolsRequest{Query: query, Limit: 10})
+			require.NoError(t, err)
+			require.Equal(t, tt.wantTools, toolNames(tr, w))
+			tw := tt.wantToolW
+			for i, x := range tr.Results {
+				c := x.Components
+				require.Equal(t, tw.Similarity*c.Similarity+tw.Quality*c.Quality+tw.Recency*c.Recency+tw.Usage*c.Usage, x.Score, "%s: %+v", x.Tool.Name, c)
+				if i > 0 {
+					require.LessOrEqual(t, x.Score, tr.Results[i-1].Score, "sorted by score")
+				}
+			}
+		})
+	}
+}
