@@ -67,6 +67,10 @@ type evalReport struct {
 	Docs     int          `json:"docs"`
 	Queries  int          `json:"queries"`
 	Arms     []armFigures `json:"arms"`
+	// Shared counts the database's _global rows of the kind: a tenant's
+	// search reads them too, so they take candidate slots and corpus
+	// statistics, and the figures are the set's alone only when it is 0.
+	Shared int `json:"shared_rows"`
 }
 
 func runEval(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
@@ -134,6 +138,9 @@ func runEval(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, 
 		return enc.Encode(rep)
 	}
 	fmt.Fprintf(e.Stdout, "%s (%s): %d docs, %d queries, embedder %s\n", rep.Set, rep.Kind, rep.Docs, rep.Queries, rep.Embedder)
+	if rep.Shared > 0 {
+		fmt.Fprintf(e.Stdout, "note: %d _global %s of this database took part, as in any tenant's search; on a database of its own the figures are the set's alone\n", rep.Shared, rep.Kind)
+	}
 	fmt.Fprintf(e.Stdout, "%-8s %9s %9s %9s %8s %6s\n", "arm", "recall@1", "recall@5", "recall@10", "nDCG@10", "MRR")
 	for _, a := range rep.Arms {
 		if a.Error != "" {
@@ -171,6 +178,13 @@ func evaluateRetrieval(ctx context.Context, pool *pgxpool.Pool, k search.EvalKin
 	}()
 	if err := search.LoadCorpus(ctx, pool, tenant, k, set, emb); err != nil {
 		return rep, err
+	}
+	shared := `SELECT count(*) FROM tools WHERE tenant_id = '_global'`
+	if k == search.EvalPrompts {
+		shared = `SELECT count(*) FROM prompts WHERE tenant_id = '_global' AND current`
+	}
+	if err := pool.QueryRow(ctx, shared).Scan(&rep.Shared); err != nil {
+		return rep, fmt.Errorf("count the database's _global rows: %w", err)
 	}
 	s, err := search.New(pool, embs, so, log)
 	if err != nil {

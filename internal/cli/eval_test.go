@@ -3,12 +3,14 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/embed"
+	"github.com/agentq/agentq/internal/registry"
 	"github.com/agentq/agentq/internal/testenv"
 )
 
@@ -77,6 +79,30 @@ func TestEvalRetrieval(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Contains(t, stdout, "tools (tools): 40 docs, 40 queries, embedder agentq-lexical-v1")
 	require.Contains(t, stdout, "hybrid")
+
+	// A _global tool of the database takes part in a tenant's search, so
+	// the report counts such rows and says so.
+	pool := testenv.Pool(t)
+	name := "eval_shared_" + strings.ReplaceAll(testenv.Tenant(t), "-", "_")
+	require.NoError(t, registry.Put(ctx, pool, registry.Row{Tool: registry.Tool{Tenant: "_global", Name: name, Version: 1, Hash: "h-" + name,
+		Description: "a shared tool", RegisteredAt: time.Now()}, EventID: name, StreamSeq: 1}))
+	t.Cleanup(func() {
+		for _, table := range []string{"tools", "tool_history"} {
+			_, err := pool.Exec(context.Background(), `DELETE FROM `+table+` WHERE tenant_id = '_global' AND name = $1`, name)
+			require.NoError(t, err)
+		}
+	})
+	code, stdout, _ = run(ctx, env, "", "eval", "retrieval", "--corpus", "../embed/testdata/tools.json", "--embedder", "lexical", "--json")
+	require.Equal(t, 0, code)
+	var shared struct {
+		Shared *int `json:"shared_rows"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &shared), stdout)
+	require.NotNil(t, shared.Shared, stdout)
+	require.GreaterOrEqual(t, *shared.Shared, 1, stdout)
+	code, stdout, _ = run(ctx, env, "", "eval", "retrieval", "--corpus", "../embed/testdata/tools.json", "--embedder", "lexical")
+	require.Equal(t, 0, code)
+	require.Regexp(t, `(?m)^note: \d+ _global tools of this database took part, as in any tenant's search;`, stdout)
 
 	code, _, stderr := run(ctx, env, "", "eval", "retrieval")
 	require.Equal(t, 2, code)
