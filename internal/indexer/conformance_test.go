@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/agentq/agentq/internal/conformance"
 	"github.com/agentq/agentq/internal/embed"
 	"github.com/agentq/agentq/internal/indexer"
+	"github.com/agentq/agentq/internal/library"
 	"github.com/agentq/agentq/internal/replay"
 	"github.com/agentq/agentq/internal/testenv"
 )
@@ -53,7 +55,9 @@ func TestIndexerConformance(t *testing.T) {
 
 // workload makes n valid events of every kind the indexer consumes, over
 // few prompt ids and tool names so that versions, conflicts, labels and
-// read-model updates collide.
+// read-model updates collide. Prompt quality.changed names a version by
+// content hash, by prompt_id + version (kept as <id>@<version>), or by both
+// (the hash), as the scorer does, so replay must rebuild both kinds of row.
 func workload(t *testing.T, tenant string, n int, seed uint64) []event.Event {
 	rng := rand.New(rand.NewPCG(seed, 42))
 	base := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
@@ -66,6 +70,14 @@ func workload(t *testing.T, tenant string, n int, seed uint64) []event.Event {
 		evs = append(evs, ev)
 	}
 	stateVersion := map[string]int{}
+	// created are the explicit-version creates so far, whose hashes a
+	// scorer would report (a losing create's too: the read model does not
+	// depend on the library).
+	type version struct {
+		id, hash string
+		v        int
+	}
+	var created []version
 	for len(evs) < n {
 		id := fmt.Sprintf("p%d", rng.IntN(12))
 		tool := fmt.Sprintf("tool_%d", rng.IntN(8))
@@ -75,19 +87,45 @@ func workload(t *testing.T, tenant string, n int, seed uint64) []event.Event {
 				"content":    fmt.Sprintf("Do task %d for {{.Who}}.", rng.IntN(6)),
 				"parameters": []map[string]any{{"name": "Who", "type": "string", "required": true}}, "tags": []string{"t"}})
 		case k < 45: // explicit versions: repeats and conflicts
-			add(indexer.TypePromptCreated, map[string]any{"id": id, "version": 1 + rng.IntN(3), "type": "system",
-				"name": "Prompt " + id, "content": fmt.Sprintf("System text %d.", rng.IntN(2)), "metadata": map[string]any{"k": rng.IntN(3)}})
+			v, content := 1+rng.IntN(3), fmt.Sprintf("System text %d.", rng.IntN(2))
+			created = append(created, version{id, library.Hash(id, v, content, "system"), v})
+			add(indexer.TypePromptCreated, map[string]any{"id": id, "version": v, "type": "system",
+				"name": "Prompt " + id, "content": content, "metadata": map[string]any{"k": rng.IntN(3)}})
 		case k < 55:
 			add(indexer.TypePromptActivated, map[string]any{"prompt_id": id, "version": 1 + rng.IntN(4),
 				"label": []string{"production", "staging"}[rng.IntN(2)]})
 		case k < 70:
 			add(indexer.TypeToolRegistered, map[string]any{"name": tool, "description": fmt.Sprintf("Tool %s, variant %d", tool, rng.IntN(3)),
 				"server": "mcp", "input_schema": map[string]any{"type": "object"}})
-		case k < 90:
+		case k < 80:
 			stateVersion[tool] += 1 + rng.IntN(2)
 			v := stateVersion[tool]
 			add(indexer.TypeQualityChanged, map[string]any{"target": "tool", "tool_name": tool, "state_version": v,
 				"quality_score": rng.Float64(), "success_rate": rng.Float64(), "total_calls": v, "successes": v / 2})
+		case k < 90: // prompt quality: by hash, by id@version, by both
+			data := map[string]any{"target": "prompt", "quality_score": rng.Float64(), "success_rate": rng.Float64()}
+			var ref string
+			switch form := rng.IntN(3); {
+			case form == 0 || len(created) == 0:
+				v := 1 + rng.IntN(4)
+				data["prompt_id"], data["version"] = id, v
+				ref = fmt.Sprintf("%s@%d", id, v)
+			default:
+				c := created[rng.IntN(len(created))]
+				data["prompt_hash"], ref = c.hash, c.hash
+				if form == 2 {
+					data["prompt_id"], data["version"] = c.id, c.v
+				}
+			}
+			// Per ref, as the scorer keys it; successes is sometimes
+			// left out (the indexer derives it from the rate).
+			stateVersion["prompt\x00"+ref] += 1 + rng.IntN(2)
+			v := stateVersion["prompt\x00"+ref]
+			data["state_version"], data["total_calls"] = v, v
+			if rng.IntN(2) == 0 {
+				data["successes"] = v / 2
+			}
+			add(indexer.TypeQualityChanged, data)
 		default:
 			typ := []string{indexer.TypeToolDegraded, indexer.TypeToolQuarantined, indexer.TypeToolRecovered}[rng.IntN(3)]
 			state := map[string]string{indexer.TypeToolDegraded: "degraded", indexer.TypeToolQuarantined: "quarantined", indexer.TypeToolRecovered: "healthy"}[typ]
@@ -99,4 +137,42 @@ func workload(t *testing.T, tenant string, n int, seed uint64) []event.Event {
 		}
 	}
 	return evs
+}
+
+// The workloads the suite runs put prompt quality rows of both kinds (by
+// hash and by id@version) in the state replay must rebuild, and hold
+// events naming a version by hash and id + version at once. Checked
+// without a database, on the reference.
+func TestConformanceWorkloadHasPromptQuality(t *testing.T) {
+	for _, w := range []struct {
+		n    int
+		seed uint64
+	}{{200, 1}, {800, 2}, {1500, 4}, {3000, 5}} {
+		evs := workload(t, "conf", w.n, w.seed)
+		ds := make([]*bus.Delivery, len(evs))
+		both := 0
+		for i, ev := range evs {
+			ds[i] = &bus.Delivery{Event: ev, Tenant: "conf", StreamSeq: uint64(i + 1), Time: ev.Time()}
+			var d map[string]any
+			require.NoError(t, ev.DataAs(&d))
+			if d["prompt_hash"] != nil && d["prompt_id"] != nil {
+				both++
+			}
+		}
+		kinds := map[string]int{}
+		for _, q := range indexer.Compute("indexer", ds).Quality {
+			switch {
+			case q.Target == "tool":
+				kinds["tool"]++
+			case strings.Contains(q.Ref, "@"):
+				kinds["prompt id@version"]++
+			default:
+				kinds["prompt hash"]++
+			}
+		}
+		for _, k := range []string{"tool", "prompt id@version", "prompt hash"} {
+			require.Positive(t, kinds[k], "workload %d/%d: no %s quality rows", w.n, w.seed, k)
+		}
+		require.Positive(t, both, "workload %d/%d: no quality.changed with both hash and id + version", w.n, w.seed)
+	}
 }

@@ -26,8 +26,9 @@ import (
 
 // Creates without a version for one id, handled at once by two indexer
 // copies, each get their own version: 1..n, no gaps, no repeats, and each
-// create has exactly one prompt.indexed naming its version. A rebuild into
-// empty tables then gives the same library, following those results.
+// create has exactly one prompt.indexed naming its version. Both copies
+// handle some of them (each copy's runner counts what it acked). A rebuild
+// into empty tables then gives the same library, following those results.
 func TestNextFreeVersionUnderTwoCopiesAndRebuild(t *testing.T) {
 	n := testenv.StartNATS(t)
 	cfg := testenv.Config(t, n.URL)
@@ -65,6 +66,18 @@ func TestNextFreeVersionUnderTwoCopiesAndRebuild(t *testing.T) {
 
 	a := testenv.StartProcess(t, cfg, "indexer-a", indexer.Consumer)
 	b := testenv.StartProcess(t, cfg, "indexer-b", indexer.Consumer)
+	// Publish once both copies have a pull request waiting on the shared
+	// durable consumer, so the first batches go to both.
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, err := n.JS.Consumer(ctx, bus.StreamName, "indexer")
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(ctx)
+		return err == nil && info.NumWaiting >= 2
+	}, "both copies fetching")
 	const count = 60
 	for i := range count {
 		ev, err := bus.NewEvent(indexer.TypePromptCreated, tenant, "test", map[string]any{
@@ -77,6 +90,18 @@ func TestNextFreeVersionUnderTwoCopiesAndRebuild(t *testing.T) {
 	defer cancel()
 	require.NoError(t, pub.Flush(ctx))
 	testenv.Eventually(t, 60*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(versions) == count }, "every create answered")
+	// Each copy acked some creates: both copies decided versions, not one
+	// alone while the other idled. Results are published
+	// before the ack, hence the wait; a redelivery acked by the other copy
+	// as already applied counts twice, hence at least count.
+	var ackedA, ackedB float64
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		ackedA, ackedB = a.Counter("agentq_events_acked_total", nil), b.Counter("agentq_events_acked_total", nil)
+		return ackedA+ackedB >= count
+	}, "every create acked")
+	t.Logf("creates acked: copy a %v, copy b %v", ackedA, ackedB)
+	require.Positive(t, ackedA, "copy a acked no create")
+	require.Positive(t, ackedB, "copy b acked no create")
 	seen := map[float64]bool{}
 	for _, v := range versions {
 		require.False(t, seen[v], "version %v given twice", v)
