@@ -85,26 +85,25 @@ func TestConfiguredWeightsReachTheScore(t *testing.T) {
 			pr, err := s.Prompts(ctx, ten, search.PromptsRequest{Query: query, Limit: 10})
 			require.NoError(t, err)
 			require.Equal(t, tt.wantPrompts, promptIDs(pr, w))
-			pw := tt.wantPromptW
 			for i, x := range pr.Results {
-				c := x.Components
-				require.Equal(t, pw.Similarity*c.Similarity+pw.Quality*c.Quality+pw.Recency*c.Recency+pw.Usage*c.Usage, x.Score, "%s: %+v", x.Prompt.ID, c)
-				if i > 0 {
-					require.LessOrEqual(t, x.Score, pr.Results[i-1].Score, "sorted by score")
-				}
+				requireWeighted(t, tt.wantPromptW, x.Components, x.Score, pr.Results[max(i-1, 0)].Score, x.Prompt.ID)
 			}
 
 			tr, err := s.Tools(ctx, ten, search.ToolsRequest{Query: query, Limit: 10})
 			require.NoError(t, err)
 			require.Equal(t, tt.wantTools, toolNames(tr, w))
-			tw := tt.wantToolW
 			for i, x := range tr.Results {
-				c := x.Components
-				require.Equal(t, tw.Similarity*c.Similarity+tw.Quality*c.Quality+tw.Recency*c.Recency+tw.Usage*c.Usage, x.Score, "%s: %+v", x.Tool.Name, c)
-				if i > 0 {
-					require.LessOrEqual(t, x.Score, tr.Results[i-1].Score, "sorted by score")
-				}
+				requireWeighted(t, tt.wantToolW, x.Components, x.Score, tr.Results[max(i-1, 0)].Score, x.Tool.Name)
 			}
 		})
 	}
+}
+
+// requireWeighted checks that a result's score is the weighted sum of its
+// components, and no higher than the score before it (prev: its own for
+// the first result).
+func requireWeighted(t *testing.T, w search.Weights, c search.Components, score, prev float64, name string) {
+	t.Helper()
+	require.Equal(t, w.Similarity*c.Similarity+w.Quality*c.Quality+w.Recency*c.Recency+w.Usage*c.Usage, score, "%s: %+v", name, c)
+	require.LessOrEqual(t, score, prev, "%s: sorted by score", name)
 }
