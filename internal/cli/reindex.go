@@ -66,10 +66,13 @@ func runReindex(ctx context.Context, e Env, cfg config.Config, log zerolog.Logge
 	}
 	if *asJSON {
 		return writeJSON(e.Stdout, reindexReport{Prompts: rep.Prompts, Tools: rep.Tools, PromptModel: rep.PromptModel, ToolModel: rep.ToolModel,
-			SkippedPrompts: rep.SkippedPrompts, SkippedTools: rep.SkippedTools, TookMS: rep.Took.Milliseconds()})
+			SkippedPrompts: rep.SkippedPrompts, SkippedTools: rep.SkippedTools, DroppedIndexes: rep.DroppedIndexes, TookMS: rep.Took.Milliseconds()})
 	}
 	fmt.Fprintf(e.Stdout, "re-embedded %d prompts with %s and %d tools with %s in %s\n",
 		rep.Prompts, rep.PromptModel, rep.Tools, rep.ToolModel, rep.Took.Round(time.Millisecond))
+	for _, n := range rep.DroppedIndexes {
+		fmt.Fprintf(e.Stdout, "  dropped vector index %s: its model's vectors now have another dimension\n", n)
+	}
 	if rep.SkippedPrompts+rep.SkippedTools > 0 {
 		fmt.Fprintf(e.Stdout, "  %d prompts and %d tools the model refused (no letters or digits): found by full text only\n",
 			rep.SkippedPrompts, rep.SkippedTools)
@@ -79,13 +82,14 @@ func runReindex(ctx context.Context, e Env, cfg config.Config, log zerolog.Logge
 
 // reindexReport is reindex's --json output.
 type reindexReport struct {
-	Prompts        int    `json:"prompts"`
-	Tools          int    `json:"tools"`
-	PromptModel    string `json:"prompt_model"`
-	ToolModel      string `json:"tool_model"`
-	SkippedPrompts int    `json:"skipped_prompts"`
-	SkippedTools   int    `json:"skipped_tools"`
-	TookMS         int64  `json:"took_ms"`
+	Prompts        int      `json:"prompts"`
+	Tools          int      `json:"tools"`
+	PromptModel    string   `json:"prompt_model"`
+	ToolModel      string   `json:"tool_model"`
+	SkippedPrompts int      `json:"skipped_prompts"`
+	SkippedTools   int      `json:"skipped_tools"`
+	DroppedIndexes []string `json:"dropped_indexes,omitempty"`
+	TookMS         int64    `json:"took_ms"`
 }
 
 // bar draws a progress bar per kind on a terminal, else a line each 10%.

@@ -11,6 +11,7 @@ import (
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/indexer"
 	"github.com/agentq/agentq/internal/provider/providertest"
+	"github.com/agentq/agentq/internal/search"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/schemas"
 )
@@ -71,7 +72,9 @@ func TestProviderOutageIndexesWhenBack(t *testing.T) {
 
 // A provider model whose dimension changes behind its name holds events
 // back (nothing stored with mixed dimensions, nothing dead-lettered) until
-// the operator acts.
+// the operator acts: agentq reindex --all re-embeds every stored vector
+// with the new model, and an indexer started after it indexes what was
+// held back.
 func TestDimensionChangeHoldsEventsBack(t *testing.T) {
 	srv := providertest.New(t)
 	srv.SetDimension(8)
@@ -98,6 +101,18 @@ func TestDimensionChangeHoldsEventsBack(t *testing.T) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM prompts WHERE tenant_id = $1`, tenant).Scan(&k))
 		return k
 	}
+	dims := func() map[int]int {
+		rows, err := pool.Query(ctx, `SELECT embedding_dim, count(*) FROM prompts WHERE tenant_id = $1 GROUP BY 1`, tenant)
+		require.NoError(t, err)
+		out := map[int]int{}
+		for rows.Next() {
+			var d, k int
+			require.NoError(t, rows.Scan(&d, &k))
+			out[d] = k
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
 	p := testenv.StartProcess(t, cfg, "indexer", indexer.Consumer)
 	publish("a")
 	testenv.Eventually(t, 30*time.Second, func() bool { return count() == 1 }, "indexed at dimension 8")
@@ -105,9 +120,31 @@ func TestDimensionChangeHoldsEventsBack(t *testing.T) {
 
 	srv.SetDimension(16) // the model behind the name changed
 	before := srv.EmbeddingRequests()
-	testenv.StartProcess(t, cfg, "indexer", indexer.Consumer)
+	p = testenv.StartProcess(t, cfg, "indexer", indexer.Consumer)
 	publish("b")
 	testenv.Eventually(t, 30*time.Second, func() bool { return srv.EmbeddingRequests() >= before+3 }, "the indexer keeps asking")
 	require.Equal(t, 1, count(), "nothing stored with another dimension")
+	require.Empty(t, testenv.DeadLetters(t, n.JS))
+
+	// The operator re-embeds with the new model (agentq reindex --all),
+	// then restarts the indexers: the held-back event is indexed.
+	emb, release, err := indexer.OpenEmbedders(ctx, cfg, testenv.Logger(t))
+	require.NoError(t, err)
+	rep, err := indexer.Reindex(ctx, pool, emb, indexer.ReindexOptions{Tenant: tenant, All: true})
+	release()
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Prompts)
+	require.Equal(t, map[int]int{16: 1}, dims())
+	// The 8-dimension indexes refused 16-dimension vectors: dropped, and
+	// the new dimension's built.
+	require.ElementsMatch(t, []string{search.IVFFlatName("prompts", cfg.Embed.Model, 8, 1), search.IndexName("tools", cfg.Embed.Model, 8)}, rep.DroppedIndexes)
+	var built int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_class WHERE relname IN ($1, $2)`,
+		search.IVFFlatName("prompts", cfg.Embed.Model, 16, 1), search.IndexName("tools", cfg.Embed.Model, 16)).Scan(&built))
+	require.Equal(t, 2, built)
+	p.Stop()
+	testenv.StartProcess(t, cfg, "indexer", indexer.Consumer)
+	testenv.Eventually(t, 30*time.Second, func() bool { return count() == 2 }, "the held-back event indexed after the reindex")
+	require.Equal(t, map[int]int{16: 2}, dims())
 	require.Empty(t, testenv.DeadLetters(t, n.JS))
 }

@@ -34,6 +34,10 @@ type ReindexReport struct {
 	Prompts, Tools               int // rows re-embedded
 	PromptModel, ToolModel       string
 	SkippedPrompts, SkippedTools int // rows the model refused (left without a vector)
+	// DroppedIndexes are vector indexes of the models in force at another
+	// dimension (a provider's model changed behind its name): dropped
+	// before re-embedding, since each refuses the new vectors.
+	DroppedIndexes []string
 	Took                         time.Duration
 }
 
@@ -50,6 +54,20 @@ func Reindex(ctx context.Context, pool *pgxpool.Pool, emb Embedders, o ReindexOp
 	}
 	rep := ReindexReport{PromptModel: emb.Prompts.Model(), ToolModel: emb.Tools.Model()}
 	var err error
+	for _, k := range []struct {
+		e     embed.Embedder
+		table string
+	}{{emb.Prompts, "prompts"}, {emb.Tools, "tools"}} {
+		dim, err := search.Dimension(ctx, k.e)
+		if err != nil {
+			return rep, err
+		}
+		dropped, err := search.DropOtherDimensions(ctx, pool, k.table, k.e.Model(), dim)
+		rep.DroppedIndexes = append(rep.DroppedIndexes, dropped...)
+		if err != nil {
+			return rep, err
+		}
+	}
 	if rep.Prompts, rep.SkippedPrompts, err = reindexKind(ctx, pool, emb.Prompts, KindPrompts, o); err != nil {
 		return rep, err
 	}

@@ -119,6 +119,9 @@ func EnsureIndexes(ctx context.Context, pool *pgxpool.Pool, emb Embedders, o Ind
 // indexLock is the advisory lock EnsureIndexes takes ("agqindex").
 const indexLock int64 = 0x616771696e646578
 
+// Dimension returns e's dimension, asking it with a probe when unknown.
+func Dimension(ctx context.Context, e embed.Embedder) (int, error) { return dimension(ctx, e) }
+
 // dimension returns e's dimension, asking it with a probe when unknown.
 func dimension(ctx context.Context, e embed.Embedder) (int, error) {
 	if d := e.Dimension(); d > 0 {

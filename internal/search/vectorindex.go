@@ -368,3 +368,63 @@ func (v vectorIndex) maintain(ctx context.Context, conn *pgxpool.Conn) (Maintena
 	}
 	return m, nil
 }
+
+// DropOtherDimensions drops table's vector indexes of model at any other
+// dimension than dim and returns their names. After the model behind a
+// provider's name changed its dimension, such an index refuses every
+// re-embedded row (its expression casts the vector to the old dimension),
+// and no search could use it: agentq reindex --all drops them first and
+// builds the new dimension's index at the end.
+func DropOtherDimensions(ctx context.Context, pool *pgxpool.Pool, table, model string, dim int) ([]string, error) {
+	rows, err := pool.Query(ctx, `
+SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE i.indrelid = $1::regclass ORDER BY c.relname`, table)
+	if err != nil {
+		return nil, fmt.Errorf("search: list the indexes of %s: %w", table, err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("search: list the indexes of %s: %w", table, err)
+	}
+	var dropped []string
+	for _, n := range names {
+		if d, ok := indexDimension(n, table, model); ok && d != dim {
+			if _, err := pool.Exec(ctx, `DROP INDEX IF EXISTS `+pgx.Identifier{n}.Sanitize()); err != nil {
+				return dropped, fmt.Errorf("search: drop %s: %w", n, err)
+			}
+			dropped = append(dropped, n)
+		}
+	}
+	return dropped, nil
+}
+
+// indexDimension returns the dimension in the name of a vector index of
+// table for model (IndexName, IVFFlatName), and whether name is one.
+func indexDimension(name, table, model string) (int, bool) {
+	for _, method := range []string{"hnswh", "ivfh"} {
+		// indexPrefix's parts around the dimension: the slug before it,
+		// the model's hash after it.
+		// The last "_0_": the slug may hold one too, the hash cannot.
+		p := indexPrefix(table, method, model, 0)
+		i := strings.LastIndex(p, "_0_")
+		before, after := p[:i], p[i+3:]
+		rest, ok := strings.CutPrefix(name, before+"_")
+		if !ok {
+			continue
+		}
+		digits, tail, ok := strings.Cut(rest, "_")
+		d, err := strconv.Atoi(digits)
+		if !ok || err != nil || d <= 0 || !strings.HasPrefix(tail, after) {
+			continue
+		}
+		switch suffix := strings.TrimPrefix(tail, after); {
+		case method == "hnswh" && suffix == "":
+			return d, true
+		case method == "ivfh" && strings.HasPrefix(suffix, "_l"):
+			if n, err := strconv.Atoi(strings.TrimSuffix(suffix[2:], rebuiltSuffix)); err == nil && n > 0 {
+				return d, true
+			}
+		}
+	}
+	return 0, false
+}

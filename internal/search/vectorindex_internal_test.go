@@ -40,3 +40,29 @@ func TestVectorSettings(t *testing.T) {
 	require.Equal(t, []any{"hnsw.ef_search", "100"}, vectorSettings(HNSW, 100, 64, 10, false), "raised to K")
 	require.Equal(t, []any{"ivfflat.probes", "80"}, vectorSettings(IVFFlat, 100, 64, 80, false)[:2])
 }
+
+// indexDimension reads the dimension back from the names IndexName and
+// IVFFlatName give, for that table and model only.
+func TestIndexDimension(t *testing.T) {
+	const model = "text-0-embed" // a slug holding "_0_"
+	for _, c := range []struct {
+		name, table, model string
+		dim                int
+		ok                 bool
+	}{
+		{IndexName("tools", model, 8), "tools", model, 8, true},
+		{IndexName("prompts", model, 1536), "prompts", model, 1536, true},
+		{IVFFlatName("prompts", model, 16, 50), "prompts", model, 16, true},
+		{IVFFlatName("prompts", model, 16, 50) + rebuiltSuffix, "prompts", model, 16, true},
+		{IndexName("tools", model, 8), "prompts", model, 0, false},        // another table's
+		{IndexName("tools", model, 8), "tools", model + "-v2", 0, false}, // another model's
+		{IndexName("tools", "text-0-embed-x", 8), "tools", model, 0, false},
+		{IVFFlatName("prompts", model, 16, 50) + "x", "prompts", model, 0, false},
+		{"prompts_pkey", "prompts", model, 0, false},
+		{IndexName("tools", model, 8) + "_l3", "tools", model, 0, false}, // an HNSW name with lists
+	} {
+		d, ok := indexDimension(c.name, c.table, c.model)
+		require.Equal(t, c.ok, ok, c.name)
+		require.Equal(t, c.dim, d, c.name)
+	}
+}
