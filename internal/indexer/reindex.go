@@ -38,7 +38,7 @@ type ReindexReport struct {
 	// dimension (a provider's model changed behind its name): dropped
 	// before re-embedding, since each refuses the new vectors.
 	DroppedIndexes []string
-	Took                         time.Duration
+	Took           time.Duration
 }
 
 // Reindex re-embeds, in place, the prompts and tools whose vector is of

@@ -54,7 +54,7 @@ func TestIndexDimension(t *testing.T) {
 		{IndexName("prompts", model, 1536), "prompts", model, 1536, true},
 		{IVFFlatName("prompts", model, 16, 50), "prompts", model, 16, true},
 		{IVFFlatName("prompts", model, 16, 50) + rebuiltSuffix, "prompts", model, 16, true},
-		{IndexName("tools", model, 8), "prompts", model, 0, false},        // another table's
+		{IndexName("tools", model, 8), "prompts", model, 0, false},       // another table's
 		{IndexName("tools", model, 8), "tools", model + "-v2", 0, false}, // another model's
 		{IndexName("tools", "text-0-embed-x", 8), "tools", model, 0, false},
 		{IVFFlatName("prompts", model, 16, 50) + "x", "prompts", model, 0, false},
