@@ -11,6 +11,8 @@ import (
 
 	"github.com/agentq/agentq/internal/embed"
 	"github.com/agentq/agentq/internal/indexer"
+	"github.com/agentq/agentq/internal/search"
+	"github.com/agentq/agentq/internal/testenv"
 )
 
 // renamed is an embedder whose vectors are Lexical's under another model
@@ -32,6 +34,22 @@ func TestReindexAfterModelChange(t *testing.T) {
 	require.NoError(t, err)
 
 	emb := indexer.Embedders{Prompts: renamed{}, Tools: renamed{}}
+	// Before the reindex the model in force has no vector of these rows:
+	// search finds them by their words, the vector arm finding none.
+	s, err := search.New(r.pool, search.Embedders{Prompts: emb.Prompts, Tools: emb.Tools}, search.Options{}, testenv.Logger(t))
+	require.NoError(t, err)
+	vecOnly, err := s.WithMode(search.Vector).Prompts(ctx, r.tenant, search.PromptsRequest{Query: "Prompt number 7 about invoices"})
+	require.NoError(t, err)
+	require.Empty(t, vecOnly.Results, "no vector of the model in force yet")
+	found, err := s.Prompts(ctx, r.tenant, search.PromptsRequest{Query: "Prompt number 7 about invoices"})
+	require.NoError(t, err)
+	require.Equal(t, search.Retrieval{Mode: search.Hybrid}, found.Retrieval)
+	require.NotEmpty(t, found.Results)
+	require.Equal(t, "p07", found.Results[0].Prompt.ID, "found by its words")
+	tools, err := s.Tools(ctx, r.tenant, search.ToolsRequest{Query: "send an invoice"})
+	require.NoError(t, err)
+	require.Equal(t, "send_invoice", tools.Results[0].Tool.Name)
+
 	var calls []string
 	rep, err := indexer.Reindex(ctx, r.pool, emb, indexer.ReindexOptions{Tenant: r.tenant, BatchSize: 32,
 		Progress: func(kind string, done, total int) { calls = append(calls, fmt.Sprintf("%s %d/%d", kind, done, total)) }})
