@@ -259,9 +259,15 @@ func TestToolRegistryKeepsHistory(t *testing.T) {
 		{def("Current weather and forecast for a city", "weather"), "unchanged", 2},
 		{def("Current weather for a city", "weather"), "created", 3}, // back to the first text: a new version
 	}
-	var hashes []string
+	var hashes, vectors []string
+	vector := func() string {
+		var v string
+		require.NoError(t, r.pool.QueryRow(context.Background(), `SELECT embedding::text FROM tools WHERE tenant_id = $1 AND name = 'get_weather'`, r.tenant).Scan(&v))
+		return v
+	}
 	for i, s := range steps {
 		_, res := r.apply(t, indexer.TypeToolRegistered, s.data)
+		vectors = append(vectors, vector())
 		require.Equal(t, indexer.TypeToolIndexed, res.Type, "step %d", i)
 		h, err := registry.Hash("get_weather", s.data["description"].(string), mustJSON(t, s.data["input_schema"]), "weather-mcp", []string{"weather"})
 		require.NoError(t, err)
@@ -273,6 +279,12 @@ func TestToolRegistryKeepsHistory(t *testing.T) {
 		}
 		require.Equal(t, want, res.Data, "step %d", i)
 	}
+	// Re-embedded with each new definition, untouched when unchanged; the
+	// first text again gives the first vector again.
+	require.Equal(t, vectors[0], vectors[1])
+	require.NotEqual(t, vectors[1], vectors[2])
+	require.Equal(t, vectors[2], vectors[3])
+	require.Equal(t, vectors[0], vectors[4])
 	ctx := context.Background()
 	cur, err := registry.Get(ctx, r.pool, r.tenant, "get_weather")
 	require.NoError(t, err)

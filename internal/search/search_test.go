@@ -670,9 +670,21 @@ func TestEndpoints(t *testing.T) {
 		{"prompts.get", `{"id":"nope-` + w + `"}`, service.CodeNotFound},
 		{"prompts.get", `{"id":"ask-` + w + `","params":{}}`, service.CodeRendering},
 		{"prompts.get", `{"id":"ask-` + w + `","version":1,"label":"production"}`, service.CodeBadRequest},
+		{"search.prompts", `{"query":`, service.CodeBadRequest},                // not JSON
+		{"search.tools", `["invoice"]`, service.CodeBadRequest},                // not an object
+		{"search.prompts", `{"query":"x","limit":-1}`, service.CodeBadRequest}, // out of range
+		{"search.tools", `{"query":"x","min_quality":2}`, service.CodeBadRequest},
+		{"prompts.get", `{"id":""}`, service.CodeBadRequest},
 	} {
 		_, err := call(tc.subject, tc.req, "")
 		require.Equal(t, tc.code, code(t, err), "%s %s", tc.subject, tc.req)
+	}
+	// A tenant that is not one ([a-z0-9_-]{1,64}) is answered, not left to
+	// time out.
+	for _, subject := range []string{"search.prompts.Not_A_Tenant", "search.tools." + strings.Repeat("t", 65), "prompts.get.T"} {
+		var raw json.RawMessage
+		err := service.Call(ctx, n.NC, subject, json.RawMessage(`{"query":"invoice","id":"x"}`), &raw)
+		require.Equal(t, service.CodeBadRequest, code(t, err), subject)
 	}
 }
 
