@@ -131,10 +131,12 @@ func (d toolDef) seen(t *testing.T, state string) toolSeen {
 
 // searchTools returns the tools of this test (named with w) that
 // search.tools gives tenant, in the order given, after checking that the
-// whole reply is sorted by score and each score adds up its components.
+// whole reply is sorted by score and each score adds up its components. It
+// asks for the most results: _global tools of other tests on a shared
+// database may rank among this test's.
 func (a *agent) searchTools(tenant, query, w string) ([]toolSeen, error) {
 	var resp search.ToolsResponse
-	if err := a.call(search.ToolsSubject, tenant, search.ToolsRequest{Query: query}, &resp); err != nil {
+	if err := a.call(search.ToolsSubject, tenant, search.ToolsRequest{Query: query, Limit: search.MaxToolLimit}, &resp); err != nil {
 		return nil, err
 	}
 	if resp.Retrieval.Degraded {
@@ -338,7 +340,9 @@ func TestPromptQualityByHashAndIDVersionIsOneFigure(t *testing.T) {
 	look := func(tenant string) map[string]promptSeen {
 		t.Helper()
 		var resp search.PromptsResponse
-		require.NoError(t, ag.call(search.PromptsSubject, tenant, search.PromptsRequest{Query: "refund " + w}, &resp))
+		// The most results: other tests' _global prompts on a shared
+		// database may rank among this test's.
+		require.NoError(t, ag.call(search.PromptsSubject, tenant, search.PromptsRequest{Query: "refund " + w, Limit: search.MaxPromptLimit}, &resp))
 		out := map[string]promptSeen{}
 		for _, r := range resp.Results {
 			if !strings.Contains(r.Prompt.ID, w) {
