@@ -82,14 +82,16 @@ func TestConfiguredWeightsReachTheScore(t *testing.T) {
 			s, err := search.New(f.pool, search.Embedders{Prompts: lexical, Tools: lexical}, opts, testenv.Logger(t))
 			require.NoError(t, err)
 
-			pr, err := s.Prompts(ctx, ten, search.PromptsRequest{Query: query, Limit: 10})
+			// The most results: on a shared database other tests' _global
+			// rows (some of high quality) rank among this test's.
+			pr, err := s.Prompts(ctx, ten, search.PromptsRequest{Query: query, Limit: search.MaxPromptLimit})
 			require.NoError(t, err)
 			require.Equal(t, tt.wantPrompts, promptIDs(pr, w))
 			for i, x := range pr.Results {
 				requireWeighted(t, tt.wantPromptW, x.Components, x.Score, pr.Results[max(i-1, 0)].Score, x.Prompt.ID)
 			}
 
-			tr, err := s.Tools(ctx, ten, search.ToolsRequest{Query: query, Limit: 10})
+			tr, err := s.Tools(ctx, ten, search.ToolsRequest{Query: query, Limit: search.MaxToolLimit})
 			require.NoError(t, err)
 			require.Equal(t, tt.wantTools, toolNames(tr, w))
 			for i, x := range tr.Results {
