@@ -39,9 +39,10 @@ func TestEvalRetrieval(t *testing.T) {
 		// content, tools asked for in other words.
 		{"prompts-large.json", "", "lexical", 0.98},
 		{"tools-large.json", "", "lexical", 0.55},
-		// The bar for the held-out tools (hybrid ≥ 0.75 with the
-		// offline default); here 0.759 (agentq-use-lite-v2).
-		{"tools-large.json", "", "sentence", 0.75},
+		// The bar for the held-out tools is hybrid ≥ 0.75 with the
+		// offline default; here 0.799 (agentq-use-lite-v2, similarity by
+		// match), the floor just under it.
+		{"tools-large.json", "", "sentence", 0.79},
 	} {
 		t.Run(tc.file+"/"+tc.embedder, func(t *testing.T) {
 			if tc.embedder == "sentence" && !sentence {

@@ -55,9 +55,17 @@ func (s *Searcher) takeApart() bool {
 
 func (s *Searcher) releaseApart() { <-s.apart }
 
-// fusedKey reads a retrieved row's keys (score unused) and its fused
-// score, which fuse adds to.
-type fusedKey[T any] func(*T) (candidate, *float64)
+// fused is what a retrieved row carries of the fusion: its fused score
+// (an arm's share of it, run apart) and the full-text coverage (nil from
+// the vector arm).
+type fused struct {
+	rrf        float64
+	cov, lrank *float64
+}
+
+// fusedKey reads a retrieved row's keys (score unused) and its fusion,
+// which fuse adds to.
+type fusedKey[T any] func(*T) (candidate, *fused)
 
 // retrieveRows runs the retrieval of one search (see retrieve) and returns
 // its rows, read by scan: for a hybrid search with a slot free, by
@@ -90,33 +98,37 @@ func retrieveRows[T any](ctx context.Context, s *Searcher, p plan, topK int, kd 
 }
 
 // fuse adds up the arms' shares of each candidate's fused score (vector
-// first, as the one statement adds them) and keeps the topK best, in
+// first, as the one statement adds them), takes its coverage from the
+// full-text arm's row, and keeps the topK best, in
 // fusedCTE's order: score descending, then tenant, name and version
 // ascending, text by bytes. It sorts the candidates' keys, not the rows,
 // which are large to copy.
 func fuse[T any](vec, lex []T, topK int, key fusedKey[T]) []T {
 	type entry struct {
 		key candidate
-		rrf *float64
+		f   *fused
 		row *T
 	}
 	all := make([]entry, 0, len(vec)+len(lex))
 	at := make(map[candidate]int, len(vec)+len(lex))
 	add := func(rows []T) {
 		for i := range rows {
-			c, rrf := key(&rows[i])
+			c, f := key(&rows[i])
 			if j, ok := at[c]; ok {
-				*all[j].rrf += *rrf
+				all[j].f.rrf += f.rrf
+				if all[j].f.cov == nil {
+					all[j].f.cov, all[j].f.lrank = f.cov, f.lrank
+				}
 				continue
 			}
 			at[c] = len(all)
-			all = append(all, entry{c, rrf, &rows[i]})
+			all = append(all, entry{c, f, &rows[i]})
 		}
 	}
 	add(vec)
 	add(lex)
 	slices.SortFunc(all, func(a, b entry) int {
-		if c := cmp.Compare(*b.rrf, *a.rrf); c != 0 {
+		if c := cmp.Compare(b.f.rrf, a.f.rrf); c != 0 {
 			return c
 		}
 		if c := cmp.Compare(a.key.tenant, b.key.tenant); c != 0 {

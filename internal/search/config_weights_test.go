@@ -49,9 +49,10 @@ func TestConfiguredWeightsReachTheScore(t *testing.T) {
 			name:        "default",
 			wantPromptW: search.Weights{Similarity: 0.4, Quality: 0.3, Recency: 0.2, Usage: 0.1},
 			wantToolW:   search.Weights{Similarity: 0.5, Quality: 0.35, Recency: 0.15},
-			// The loose match's similarity (fused ranks, normalised) is not
-			// far enough behind to outweigh 0.85 of quality.
-			wantPrompts: looseFirstP, wantTools: looseFirstT,
+			// The exact match's similarity (all of the query's words, a
+			// close vector) is far enough ahead of the loose one's to
+			// outweigh 0.85 of quality.
+			wantPrompts: exactFirstP, wantTools: exactFirstT,
 		},
 		{
 			name: "similarity only", prompt: "1,0,0,0", tool: "1,0,0,0",

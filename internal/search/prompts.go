@@ -98,8 +98,12 @@ func (s *Searcher) Prompts(ctx context.Context, tenant string, req PromptsReques
 		named["vec"] = p.vector()
 	}
 	tune := s.promptTune
+	cos, err := cosineSQL("p", p)
+	if err != nil {
+		return PromptsResponse{}, err
+	}
 	tail := `
-SELECT ` + library.Columns + `, f.rrf, qs.quality, qs.calls, qs.last_used
+SELECT ` + library.Columns + `, f.rrf, f.cov, f.lrank, ` + cos + `, qs.quality, qs.calls, qs.last_used
 FROM fused f JOIN prompts p ON p.tenant_id = f.tenant_id AND p.id = f.id AND p.version = f.version
 LEFT JOIN LATERAL (
   SELECT coalesce(sum(q.quality_score * q.total_calls) / nullif(sum(q.total_calls), 0)::float8, avg(q.quality_score)) AS quality,
@@ -111,7 +115,8 @@ LEFT JOIN LATERAL (
 	type row struct {
 		prompt   library.Prompt
 		params   []byte // decoded for the results returned
-		rrf      float64
+		f        fused
+		cos      *float64 // nil: no vector of the query's model
 		quality  *float64
 		calls    int64
 		lastUsed *time.Time
@@ -119,10 +124,10 @@ LEFT JOIN LATERAL (
 	rows, err := retrieveRows(ctx, s, p, k, promptKind, tune, filter, named, tail, func(r pgx.Rows) (row, error) {
 		var x row
 		var err error
-		x.prompt, x.params, err = library.ScanLazy(r, &x.rrf, &x.quality, &x.calls, &x.lastUsed)
+		x.prompt, x.params, err = library.ScanLazy(r, &x.f.rrf, &x.f.cov, &x.f.lrank, &x.cos, &x.quality, &x.calls, &x.lastUsed)
 		return x, err
-	}, func(x *row) (candidate, *float64) {
-		return candidate{tenant: x.prompt.Tenant, name: x.prompt.ID, version: x.prompt.Version}, &x.rrf
+	}, func(x *row) (candidate, *fused) {
+		return candidate{tenant: x.prompt.Tenant, name: x.prompt.ID, version: x.prompt.Version}, &x.f
 	})
 	if err != nil {
 		return PromptsResponse{}, fmt.Errorf("search prompts: %w", err)
@@ -130,15 +135,18 @@ LEFT JOIN LATERAL (
 
 	now := time.Now()
 	var most int64
+	var bestL float64 // the best BM25 among the candidates
 	for _, x := range rows {
 		most = max(most, x.calls)
+		if x.f.lrank != nil {
+			bestL = max(bestL, *x.f.lrank)
+		}
 	}
-	maxRRF := tune.maxRRF(p.mode)
 	w := s.opts.PromptWeights
 	results := make([]PromptResult, len(rows))
 	keys := make([]candidate, len(rows))
 	for i, x := range rows {
-		c := Components{Similarity: clamp01(x.rrf / maxRRF), Quality: s.opts.NeutralQuality, Usage: usage(x.calls, most)}
+		c := Components{Similarity: tune.similarity(p.mode, x.cos, x.f, bestL), Quality: s.opts.NeutralQuality, Usage: usage(x.calls, most)}
 		if x.quality != nil {
 			c.Quality = clamp01(*x.quality)
 		}

@@ -288,7 +288,17 @@ func TestScoreIsWeightedSumOfComponents(t *testing.T) {
 	require.InDelta(t, 1, two.Recency, 0.001)
 	require.Equal(t, 1.0, one.Usage) // the most used candidate
 	require.Equal(t, 0.0, two.Usage)
-	require.Equal(t, 1.0, one.Similarity) // first in both arms
+	// Similarity is the mean of the vectors' cosine (halfvec in the
+	// database: float16's rounding) and the full-text coverage (1: every
+	// query word is in it), whatever the candidates' ranks.
+	vecs, err := lexical.Embed(ctx, []string{"release notes " + w, p1.ID + " " + p1.Description + " " + p1.Content})
+	require.NoError(t, err)
+	cos := 0.0
+	for i := range vecs[0] {
+		cos += float64(vecs[0][i]) * float64(vecs[1][i])
+	}
+	require.InDelta(t, 0.5*cos+0.5, one.Similarity, 2e-3)
+	require.Less(t, two.Similarity, one.Similarity)
 
 	tr, err := f.s.Tools(ctx, ten, search.ToolsRequest{Query: "release notes " + w})
 	require.NoError(t, err)
@@ -303,6 +313,34 @@ func TestScoreIsWeightedSumOfComponents(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// In a small catalogue every prompt is a candidate of both arms; a
+// better-rated prompt on another subject must not outrank the one that
+// matches the query, both in use. (With the fused rank as the
+// similarity, the 2nd of three scored 0.98 against 1 and the better
+// quality won.)
+func TestRelevanceOutweighsAQualityGap(t *testing.T) {
+	f := newFixture(t, lexical, search.Options{})
+	ctx := context.Background()
+	ten, w := testenv.Tenant(t), word(t)
+	now := time.Now()
+	created := now.Add(-time.Hour)
+	sql := f.prompt(promptSpec{tenant: ten, id: "sql-repair-" + w, createdAt: created, description: "Repair a failing SQL query " + w,
+		content: "The following {{.Dialect}} query failed. Query: {{.Query}} Error: {{.Error}} Return the corrected query in a single sql block " + w})
+	web := f.prompt(promptSpec{tenant: ten, id: "web-search-tool-" + w, createdAt: created, description: "Describe the web search tool to the model " + w,
+		content: "Use web_search when the answer needs current information. Write the query as keywords, not a question; cite the results you use " + w})
+	f.prompt(promptSpec{tenant: ten, id: "ticket-summary-" + w, createdAt: created, description: "Summarise a support ticket " + w,
+		content: "Summarise this support ticket in three bullet points: the problem, what was tried, what the customer wants " + w})
+	f.quality(ten, "prompt", web.Hash, 0.82, 12, now, nil)
+	f.quality(ten, "prompt", sql.Hash, 0.6, 10, now, nil)
+
+	r, err := f.s.Prompts(ctx, ten, search.PromptsRequest{Query: "fix a failing SQL query " + w, Limit: search.MaxPromptLimit})
+	require.NoError(t, err)
+	ids := promptIDs(r, w)
+	require.Len(t, ids, 3)
+	require.Equal(t, ten+"/"+sql.ID, ids[0], "%+v", r.Results)
+	require.Equal(t, ten+"/"+web.ID, ids[1], "quality and usage still rank it above the third")
+}
 
 func TestRankingOrder(t *testing.T) {
 	f := newFixture(t, lexical, search.Options{})
@@ -322,12 +360,12 @@ func TestRankingOrder(t *testing.T) {
 
 	r, err := f.s.Tools(ctx, ten, search.ToolsRequest{Query: "shipping status of my order " + w})
 	require.NoError(t, err)
-	// weather shares one word of four with the query: its full-text
-	// match counts by its share of the query's IDF (about a quarter), so
-	// the good track tools stay ahead; the poor, stale track_a (quality
-	// 0.2, 60 days old) falls behind the fresh weather tool of neutral
-	// quality.
-	require.Equal(t, []string{ten + "/track_b_" + w, ten + "/track_c_" + w, ten + "/weather_" + w, ten + "/track_a_" + w}, toolNames(r, w))
+	// weather shares one word of four with the query: its similarity
+	// (about a quarter of the query's IDF, a distant vector) keeps it
+	// behind every track tool, even the poor, stale track_a (quality 0.2,
+	// 60 days old) against a fresh weather tool of neutral quality; among
+	// the track tools, alike in similarity, quality and recency decide.
+	require.Equal(t, []string{ten + "/track_b_" + w, ten + "/track_c_" + w, ten + "/track_a_" + w, ten + "/weather_" + w}, toolNames(r, w))
 
 	// min_quality drops the poor tool; a tool with no figures counts as neutral (0.5).
 	r, err = f.s.Tools(ctx, ten, search.ToolsRequest{Query: "shipping status of my order " + w, MinQuality: 0.5, ExcludeNames: []string{"track_c_" + w}})

@@ -105,8 +105,12 @@ func (s *Searcher) Tools(ctx context.Context, tenant string, req ToolsRequest) (
 		named["vec"] = p.vector()
 	}
 	tune := s.toolTune
+	cos, err := cosineSQL("t", p)
+	if err != nil {
+		return ToolsResponse{}, err
+	}
 	tail := `
-SELECT ` + registry.Columns + `, f.rrf, qs.quality, qs.calls, qs.last_success, h.state, h.quarantined
+SELECT ` + registry.Columns + `, f.rrf, f.cov, f.lrank, ` + cos + `, qs.quality, qs.calls, qs.last_success, h.state, h.quarantined
 FROM fused f JOIN tools t ON t.tenant_id = f.tenant_id AND t.name = f.name
 LEFT JOIN LATERAL (
   SELECT ` + toolQuality + ` AS quality, coalesce(sum(q.total_calls), 0)::bigint AS calls, max(q.last_success) AS last_success
@@ -120,7 +124,8 @@ LEFT JOIN LATERAL (
 
 	type row struct {
 		tool        registry.Tool
-		rrf         float64
+		f           fused
+		cos         *float64 // nil: no vector of the query's model
 		quality     *float64
 		calls       int64
 		lastSuccess *time.Time
@@ -130,10 +135,10 @@ LEFT JOIN LATERAL (
 	rows, err := retrieveRows(ctx, s, p, k, toolKind, tune, filter, named, tail, func(r pgx.Rows) (row, error) {
 		var x row
 		var err error
-		x.tool, err = registry.Scan(r, &x.rrf, &x.quality, &x.calls, &x.lastSuccess, &x.state, &x.quarantined)
+		x.tool, err = registry.Scan(r, &x.f.rrf, &x.f.cov, &x.f.lrank, &x.cos, &x.quality, &x.calls, &x.lastSuccess, &x.state, &x.quarantined)
 		return x, err
-	}, func(x *row) (candidate, *float64) {
-		return candidate{tenant: x.tool.Tenant, name: x.tool.Name}, &x.rrf
+	}, func(x *row) (candidate, *fused) {
+		return candidate{tenant: x.tool.Tenant, name: x.tool.Name}, &x.f
 	})
 	if err != nil {
 		return ToolsResponse{}, fmt.Errorf("search tools: %w", err)
@@ -141,15 +146,18 @@ LEFT JOIN LATERAL (
 
 	now := time.Now()
 	var most int64
+	var bestL float64 // the best BM25 among the candidates
 	for _, x := range rows {
 		most = max(most, x.calls)
+		if x.f.lrank != nil {
+			bestL = max(bestL, *x.f.lrank)
+		}
 	}
-	maxRRF := tune.maxRRF(p.mode)
 	w := s.opts.ToolWeights
 	results := make([]ToolResult, len(rows))
 	keys := make([]candidate, len(rows))
 	for i, x := range rows {
-		c := Components{Similarity: clamp01(x.rrf / maxRRF), Quality: s.opts.NeutralQuality, Usage: usage(x.calls, most)}
+		c := Components{Similarity: tune.similarity(p.mode, x.cos, x.f, bestL), Quality: s.opts.NeutralQuality, Usage: usage(x.calls, most)}
 		t := Tool{Tenant: x.tool.Tenant, Name: x.tool.Name, Version: x.tool.Version, Hash: x.tool.Hash,
 			Description: x.tool.Description, InputSchema: x.tool.InputSchema, Server: x.tool.Server, Tags: x.tool.Tags}
 		if x.quality != nil {
