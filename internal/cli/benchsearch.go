@@ -334,8 +334,8 @@ func (b *indexerBench) knnSQL(table string, v pgvector.Vector) string {
 	}
 	dist := fmt.Sprintf("a.embedding::halfvec(%d) <=> $2::halfvec(%d)", dim, dim)
 	return fmt.Sprintf(`SELECT %s, %s AS dist FROM %s a
-WHERE a.embedding_model = '%s' AND a.tenant_id IN ($1, '_global') %s
-ORDER BY %s LIMIT $3`, keys, dist, table, strings.ReplaceAll(model, "'", "''"), filter, dist)
+WHERE a.embedding_model = '%s' AND a.embedding_dim = %d AND a.tenant_id IN ($1, '_global') %s
+ORDER BY %s LIMIT $3`, keys, dist, table, strings.ReplaceAll(model, "'", "''"), dim, filter, dist)
 }
 
 // maintainIndex runs the indexer's index maintenance (search.MaintainIndexes)

@@ -41,8 +41,8 @@ func TestEvalRetrieval(t *testing.T) {
 		{"tools-large.json", "", "lexical", 0.55},
 		// The bar for the held-out tools is hybrid ≥ 0.75 with the
 		// offline default; here 0.799 (agentq-use-lite-v2, similarity by
-		// match), the floor just under it.
-		{"tools-large.json", "", "sentence", 0.79},
+		// match), the floor two queries under it.
+		{"tools-large.json", "", "sentence", 0.78},
 	} {
 		t.Run(tc.file+"/"+tc.embedder, func(t *testing.T) {
 			if tc.embedder == "sentence" && !sentence {

@@ -220,7 +220,7 @@ func (ix *Indexer) embed(ctx context.Context, ops []op, valid []int, errs []erro
 		if errors.Is(err, provider.ErrDimensionChanged) {
 			// Not the events' fault, and indexing them would mix
 			// dimensions under one model name: they wait for the
-			// operator (restore the model, or agentq reindex --all).
+			// operator (restore the model, or agentq reindex).
 			err = bus.Unavailable(err)
 		}
 		if err != nil {

@@ -72,9 +72,9 @@ func TestProviderOutageIndexesWhenBack(t *testing.T) {
 
 // A provider model whose dimension changes behind its name holds events
 // back (nothing stored with mixed dimensions, nothing dead-lettered) until
-// the operator acts: agentq reindex --all re-embeds every stored vector
-// with the new model, and an indexer started after it indexes what was
-// held back.
+// the operator acts: agentq reindex re-embeds the vectors of the old
+// dimension with the new model, and an indexer started after it indexes
+// what was held back.
 func TestDimensionChangeHoldsEventsBack(t *testing.T) {
 	srv := providertest.New(t)
 	srv.SetDimension(8)
@@ -126,11 +126,12 @@ func TestDimensionChangeHoldsEventsBack(t *testing.T) {
 	require.Equal(t, 1, count(), "nothing stored with another dimension")
 	require.Empty(t, testenv.DeadLetters(t, n.JS))
 
-	// The operator re-embeds with the new model (agentq reindex --all),
-	// then restarts the indexers: the held-back event is indexed.
+	// The operator re-embeds with the new model (agentq reindex: rows of
+	// the old dimension are out of date), then restarts the indexers: the
+	// held-back event is indexed.
 	emb, release, err := indexer.OpenEmbedders(ctx, cfg, testenv.Logger(t))
 	require.NoError(t, err)
-	rep, err := indexer.Reindex(ctx, pool, emb, indexer.ReindexOptions{Tenant: tenant, All: true})
+	rep, err := indexer.Reindex(ctx, pool, emb, indexer.ReindexOptions{Tenant: tenant})
 	release()
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Prompts)

@@ -93,9 +93,15 @@ func reindexKind(ctx context.Context, pool *pgxpool.Pool, e embed.Embedder, kind
 	if kind == KindTools {
 		table, key = "tools", "name"
 	}
-	where := `($1 = '' OR tenant_id = $1) AND ($2 OR embedding IS NULL OR embedding_model <> $3)`
+	// Out of date: no vector, another model's, or the model's at another
+	// dimension than it has now (it changed behind a provider's name).
+	where := `($1 = '' OR tenant_id = $1) AND ($2 OR embedding IS NULL OR embedding_model <> $3 OR embedding_dim <> $4)`
+	dim, err := search.Dimension(ctx, e)
+	if err != nil {
+		return 0, 0, err
+	}
 	var total int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+table+` WHERE `+where, o.Tenant, o.All, e.Model()).Scan(&total); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+table+` WHERE `+where, o.Tenant, o.All, e.Model(), dim).Scan(&total); err != nil {
 		return 0, 0, fmt.Errorf("count %s: %w", table, err)
 	}
 	if o.Progress != nil {
@@ -105,7 +111,7 @@ func reindexKind(ctx context.Context, pool *pgxpool.Pool, e embed.Embedder, kind
 	// state and must not be read again.
 	lastTenant, lastKey := "", ""
 	for done+skipped < total {
-		rows, err := readReindexBatch(ctx, pool, kind, table, key, where, lastTenant, lastKey, o, e.Model())
+		rows, err := readReindexBatch(ctx, pool, kind, table, key, where, lastTenant, lastKey, o, e.Model(), dim)
 		if err != nil {
 			return done, skipped, err
 		}
@@ -129,13 +135,13 @@ func reindexKind(ctx context.Context, pool *pgxpool.Pool, e embed.Embedder, kind
 	return done, skipped, nil
 }
 
-func readReindexBatch(ctx context.Context, pool *pgxpool.Pool, kind, table, key, where, lastTenant, lastKey string, o ReindexOptions, model string) ([]reindexRow, error) {
+func readReindexBatch(ctx context.Context, pool *pgxpool.Pool, kind, table, key, where, lastTenant, lastKey string, o ReindexOptions, model string, dim int) ([]reindexRow, error) {
 	sel := `SELECT tenant_id, id, version, name, description, tags, content FROM prompts`
 	if kind == KindTools {
 		sel = `SELECT tenant_id, name, 0, name, description, tags, '' FROM tools`
 	}
-	q := sel + ` WHERE ` + where + ` AND (tenant_id, ` + key + `) > ($4, $5) ORDER BY tenant_id, ` + key + ` LIMIT $6`
-	rs, err := pool.Query(ctx, q, o.Tenant, o.All, model, lastTenant, lastKey, o.BatchSize)
+	q := sel + ` WHERE ` + where + ` AND (tenant_id, ` + key + `) > ($5, $6) ORDER BY tenant_id, ` + key + ` LIMIT $7`
+	rs, err := pool.Query(ctx, q, o.Tenant, o.All, model, dim, lastTenant, lastKey, o.BatchSize)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", table, err)
 	}

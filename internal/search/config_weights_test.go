@@ -30,11 +30,11 @@ func TestConfiguredWeightsReachTheScore(t *testing.T) {
 
 	exactP := f.prompt(promptSpec{tenant: ten, id: "exact-" + w, content: exactText, createdAt: created})
 	looseP := f.prompt(promptSpec{tenant: ten, id: "loose-" + w, content: looseText, createdAt: created})
-	f.quality(ten, "prompt", exactP.Hash, 0.1, 20, now, nil)
+	f.quality(ten, "prompt", exactP.Hash, 0.3, 20, now, nil)
 	f.quality(ten, "prompt", looseP.Hash, 0.95, 20, now, nil)
 	f.tool(ten, "exact_"+w, exactText, created)
 	f.tool(ten, "loose_"+w, looseText, created)
-	f.quality(ten, "tool", "exact_"+w, 0.1, 20, now, nil)
+	f.quality(ten, "tool", "exact_"+w, 0.3, 20, now, nil)
 	f.quality(ten, "tool", "loose_"+w, 0.95, 20, now, nil)
 
 	exactFirstP, looseFirstP := []string{ten + "/exact-" + w, ten + "/loose-" + w}, []string{ten + "/loose-" + w, ten + "/exact-" + w}
@@ -51,7 +51,7 @@ func TestConfiguredWeightsReachTheScore(t *testing.T) {
 			wantToolW:   search.Weights{Similarity: 0.5, Quality: 0.35, Recency: 0.15},
 			// The exact match's similarity (all of the query's words, a
 			// close vector) is far enough ahead of the loose one's to
-			// outweigh 0.85 of quality.
+			// outweigh 0.65 of quality.
 			wantPrompts: exactFirstP, wantTools: exactFirstT,
 		},
 		{

@@ -106,7 +106,9 @@ func (t tuning) retrievalSQL(k kind, mode Mode, filter, model string, dim int) (
 }
 
 // vecCTE is the vector arm: vec (keys, dist, r), the {k} nearest rows of
-// model passing filter, r their rank.
+// model and dim passing filter, r their rank. Rows of the model at another
+// dimension (a reindex after the model behind a provider's name changed)
+// are left out rather than cast, which would fail the search.
 func vecCTE(k kind, filter, model string, dim int) (string, error) {
 	lit, err := literal(model)
 	if err != nil {
@@ -117,8 +119,8 @@ func vecCTE(k kind, filter, model string, dim int) (string, error) {
 	return fmt.Sprintf(`vec AS (
   SELECT c.*, row_number() OVER (ORDER BY c.dist, %[1]s) AS r FROM (
     SELECT %[2]s, %[3]s AS dist FROM %[4]s a
-    WHERE a.embedding_model = %[5]s AND %[6]s
-    ORDER BY %[3]s LIMIT {k}) c)`, k.cols("c"), k.cols("a"), dist, k.table, lit, filter), nil
+    WHERE a.embedding_model = %[5]s AND a.embedding_dim = %[7]d AND %[6]s
+    ORDER BY %[3]s LIMIT {k}) c)`, k.cols("c"), k.cols("a"), dist, k.table, lit, filter, dim), nil
 }
 
 // A lexeme in most rows makes GIN build a bitmap of every one of them

@@ -266,7 +266,7 @@ func TestScoreIsWeightedSumOfComponents(t *testing.T) {
 	f.tool(ten, "notes_"+w, "Publish release notes "+w, now.Add(-30*24*time.Hour))
 	f.quality(ten, "tool", "notes_"+w, 0.8, 5, now, ptr(now.Add(-7*24*time.Hour)))
 
-	r, err := f.s.Prompts(ctx, ten, search.PromptsRequest{Query: "release notes " + w})
+	r, err := f.s.Prompts(ctx, ten, search.PromptsRequest{Query: "release notes " + w, Limit: search.MaxPromptLimit})
 	require.NoError(t, err)
 	require.Equal(t, []string{ten + "/one-" + w, ten + "/two-" + w}, promptIDs(r, w))
 	wts := search.DefaultPromptWeights
@@ -300,10 +300,15 @@ func TestScoreIsWeightedSumOfComponents(t *testing.T) {
 	require.InDelta(t, 0.5*cos+0.5, one.Similarity, 2e-3)
 	require.Less(t, two.Similarity, one.Similarity)
 
-	tr, err := f.s.Tools(ctx, ten, search.ToolsRequest{Query: "release notes " + w})
+	tr, err := f.s.Tools(ctx, ten, search.ToolsRequest{Query: "release notes " + w, Limit: search.MaxToolLimit})
 	require.NoError(t, err)
-	require.Equal(t, ten+"/notes_"+w, tr.Results[0].Tool.Tenant+"/"+tr.Results[0].Tool.Name)
-	x := tr.Results[0]
+	require.Equal(t, []string{ten + "/notes_" + w}, toolNames(tr, w))
+	var x search.ToolResult // other tests' _global tools may be found too
+	for _, y := range tr.Results {
+		if y.Tool.Tenant == ten {
+			x = y
+		}
+	}
 	tw := search.DefaultToolWeights
 	c := x.Components
 	require.Equal(t, tw.Similarity*c.Similarity+tw.Quality*c.Quality+tw.Recency*c.Recency+tw.Usage*c.Usage, x.Score)
@@ -507,6 +512,42 @@ func TestRendering(t *testing.T) {
 		require.Nil(t, x.Rendered)
 	}
 	require.Empty(t, r.RenderErrors)
+}
+
+// While a provider's model changes dimension behind its name (until
+// agentq reindex has re-embedded every row), rows of the model are at two
+// dimensions: a search reads only those of its query's, through that
+// dimension's index, and finds the others by their words; none is cast
+// to a dimension it does not have, which would fail the search.
+func TestMixedDimensionsOfOneModel(t *testing.T) {
+	srv := providertest.New(t)
+	ctx := context.Background()
+	ten, w := testenv.Tenant(t), word(t)
+	model := "test-mixed-" + w
+	open := func(dim int) *fixture {
+		srv.SetDimension(dim)
+		pe, err := provider.NewEmbedder(provider.EmbedOptions{Options: provider.Options{BaseURL: srv.URL, Model: model, MaxRetries: 1}})
+		require.NoError(t, err)
+		return newFixture(t, embed.Provider(pe), search.Options{CacheSize: -1})
+	}
+	f8 := open(8)
+	f8.prompt(promptSpec{tenant: ten, id: "old-" + w, content: "Explain a slow SQL query plan " + w})
+	f8.tool(ten, "old_"+w, "Explain a slow SQL query plan "+w, time.Time{})
+	f16 := open(16)
+	f16.prompt(promptSpec{tenant: ten, id: "new-" + w, content: "Explain a slow SQL query plan " + w})
+	f16.tool(ten, "new_"+w, "Explain a slow SQL query plan "+w, time.Time{})
+
+	r, err := f16.s.Prompts(ctx, ten, search.PromptsRequest{Query: "slow query plan " + w, Limit: search.MaxPromptLimit})
+	require.NoError(t, err)
+	require.Equal(t, search.Retrieval{Mode: search.Hybrid}, r.Retrieval)
+	require.Equal(t, []string{ten + "/new-" + w, ten + "/old-" + w}, promptIDs(r, w), "the 8-dimension row by its words, behind")
+	tr, err := f16.s.Tools(ctx, ten, search.ToolsRequest{Query: "slow query plan " + w, Limit: search.MaxToolLimit})
+	require.NoError(t, err)
+	require.Equal(t, search.Retrieval{Mode: search.Hybrid}, tr.Retrieval)
+	require.Equal(t, []string{ten + "/new_" + w, ten + "/old_" + w}, toolNames(tr, w))
+	vec, err := f16.s.WithMode(search.Vector).Prompts(ctx, ten, search.PromptsRequest{Query: "slow query plan " + w, Limit: search.MaxPromptLimit})
+	require.NoError(t, err)
+	require.Equal(t, []string{ten + "/new-" + w}, promptIDs(vec, w), "the vector arm reads the query's dimension only")
 }
 
 func TestProviderDownFallsBackToLexical(t *testing.T) {

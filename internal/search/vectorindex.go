@@ -98,7 +98,10 @@ func newVectorIndex(table, model string, dim int, m Method) (vectorIndex, error)
 		return vectorIndex{}, err
 	}
 	// Prompts: only the served versions (prompts.current, migration 00009).
-	where := "embedding_model = " + lit
+	// The dimension too: rows of the model at another one (the model
+	// behind a provider's name changed, and a reindex is under way) are
+	// outside the index, not cast to this dimension, which would fail.
+	where := fmt.Sprintf("embedding_model = %s AND embedding_dim = %d", lit, dim)
 	if table == "prompts" {
 		where += " AND current"
 	}
@@ -376,7 +379,23 @@ func (v vectorIndex) maintain(ctx context.Context, conn *pgxpool.Conn) (Maintena
 // and no search could use it: agentq reindex --all drops them first and
 // builds the new dimension's index at the end.
 func DropOtherDimensions(ctx context.Context, pool *pgxpool.Pool, table, model string, dim int) ([]string, error) {
-	rows, err := pool.Query(ctx, `
+	// The lock EnsureIndexes and MaintainIndexes take: no copy rebuilds
+	// an index while it is dropped. CONCURRENTLY: searches and writes go
+	// on meanwhile.
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, indexLock); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, indexLock); err != nil {
+			conn.Conn().Close(context.WithoutCancel(ctx)) // the session and its lock end with it
+		}
+	}()
+	rows, err := conn.Query(ctx, `
 SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
 WHERE i.indrelid = $1::regclass ORDER BY c.relname`, table)
 	if err != nil {
@@ -389,7 +408,7 @@ WHERE i.indrelid = $1::regclass ORDER BY c.relname`, table)
 	var dropped []string
 	for _, n := range names {
 		if d, ok := indexDimension(n, table, model); ok && d != dim {
-			if _, err := pool.Exec(ctx, `DROP INDEX IF EXISTS `+pgx.Identifier{n}.Sanitize()); err != nil {
+			if _, err := conn.Exec(ctx, `DROP INDEX CONCURRENTLY IF EXISTS `+pgx.Identifier{n}.Sanitize()); err != nil {
 				return dropped, fmt.Errorf("search: drop %s: %w", n, err)
 			}
 			dropped = append(dropped, n)
