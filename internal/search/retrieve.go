@@ -319,7 +319,8 @@ func (t tuning) similarity(mode Mode, cos *float64, f fused, bestL float64) floa
 
 // cosineSQL is the cosine similarity of alias's vector to the query's, or
 // NULL when the row has no vector of the query's model and dimension (or
-// the search has no query vector).
+// the search has no query vector), for a row of fused f: the vector arm's
+// distance when it found the row (the same expression), else computed.
 func cosineSQL(alias string, p plan) (string, error) {
 	if !p.mode.vectorArm() {
 		return "NULL::float8", nil
@@ -328,8 +329,8 @@ func cosineSQL(alias string, p plan) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf(`CASE WHEN %[1]s.embedding_model = %[2]s AND %[1]s.embedding_dim = %[3]d
-    THEN 1 - (%[1]s.embedding::halfvec(%[3]d) <=> {vec}::halfvec(%[3]d)) END`, alias, lit, len(p.vec)), nil
+	return fmt.Sprintf(`coalesce(1 - f.dist, CASE WHEN %[1]s.embedding_model = %[2]s AND %[1]s.embedding_dim = %[3]d
+    THEN 1 - (%[1]s.embedding::halfvec(%[3]d) <=> {vec}::halfvec(%[3]d)) END)`, alias, lit, len(p.vec)), nil
 }
 
 var placeholder = regexp.MustCompile(`\{[a-z]+\}`)
