@@ -14,6 +14,16 @@ import (
 	"github.com/agentq/agentq/internal/testenv"
 )
 
+// seedExamples seeds the example prompts and tools for tenant through the
+// indexer client reaches, and requires both to succeed.
+func seedExamples(t *testing.T, client map[string]string, tenant string) {
+	t.Helper()
+	for _, args := range [][]string{{"prompt", "seed", examplePrompts}, {"tool", "register", exampleTools}} {
+		code, out, errOut := run(context.Background(), client, "", append(args, "--tenant", tenant)...)
+		require.Equal(t, 0, code, out+errOut)
+	}
+}
+
 // get and search against the indexer's service: metadata, content and the
 // rendering with string, typed and JSON parameters; errors as the service
 // replies them; a ranked search table with filters, and JSON.
@@ -21,16 +31,13 @@ func TestPromptGetSearchEndToEnd(t *testing.T) {
 	_, client := withIndexer(t)
 	ctx := context.Background()
 	tenant := testenv.Tenant(t)
-	code, out, errOut := run(ctx, client, "", "prompt", "seed", examplePrompts, "--tenant", tenant)
-	require.Equal(t, 0, code, out+errOut)
-	code, out, errOut = run(ctx, client, "", "tool", "register", exampleTools, "--tenant", tenant)
-	require.Equal(t, 0, code, out+errOut)
+	seedExamples(t, client, tenant)
 	contents := exampleContents(t)
 
 	get := func(args ...string) (int, string, string) {
 		return run(ctx, client, "", append([]string{"prompt", "get", "--tenant", tenant}, args...)...)
 	}
-	code, out, errOut = get("sql-repair", "--param", "Query=select * from orders where", "--param", "Error=syntax error at end of input")
+	code, out, errOut := get("sql-repair", "--param", "Query=select * from orders where", "--param", "Error=syntax error at end of input")
 	require.Equal(t, 0, code, errOut)
 	head, body, ok := strings.Cut(out, "\n--- content ---\n")
 	require.True(t, ok, out)

@@ -22,10 +22,7 @@ func TestReindexCommand(t *testing.T) {
 	_, client := withIndexer(t) // tools embedded with the lexical embedder (testenv.Config)
 	ctx := context.Background()
 	tenant := testenv.Tenant(t)
-	code, out, errOut := run(ctx, client, "", "prompt", "seed", examplePrompts, "--tenant", tenant)
-	require.Equal(t, 0, code, out+errOut)
-	code, out, errOut = run(ctx, client, "", "tool", "register", exampleTools, "--tenant", tenant)
-	require.Equal(t, 0, code, out+errOut)
+	seedExamples(t, client, tenant)
 
 	env := map[string]string{"AGENTQ_DATABASE_URL": testenv.DatabaseURL(t), "AGENTQ_LOG_LEVEL": "warn",
 		"AGENTQ_EMBED_PROMPTS": "lexical", "AGENTQ_EMBED_TOOLS": "sentence"}
@@ -38,7 +35,7 @@ func TestReindexCommand(t *testing.T) {
 		SkippedTools   int    `json:"skipped_tools"`
 		TookMS         int64  `json:"took_ms"`
 	}
-	code, out, errOut = run(ctx, env, "", "reindex", "--tenant", tenant, "--batch", "4", "--json")
+	code, out, errOut := run(ctx, env, "", "reindex", "--tenant", tenant, "--batch", "4", "--json")
 	require.Equal(t, 0, code, errOut)
 	var got report
 	require.NoError(t, json.Unmarshal([]byte(out), &got), out)
