@@ -54,24 +54,10 @@ func Reindex(ctx context.Context, pool *pgxpool.Pool, emb Embedders, o ReindexOp
 	}
 	rep := ReindexReport{PromptModel: emb.Prompts.Model(), ToolModel: emb.Tools.Model()}
 	var err error
-	for _, k := range []struct {
-		e     embed.Embedder
-		table string
-	}{{emb.Prompts, "prompts"}, {emb.Tools, "tools"}} {
-		dim, err := search.Dimension(ctx, k.e)
-		if err != nil {
-			return rep, err
-		}
-		dropped, err := search.DropOtherDimensions(ctx, pool, k.table, k.e.Model(), dim)
-		rep.DroppedIndexes = append(rep.DroppedIndexes, dropped...)
-		if err != nil {
-			return rep, err
-		}
-	}
-	if rep.Prompts, rep.SkippedPrompts, err = reindexKind(ctx, pool, emb.Prompts, KindPrompts, o); err != nil {
+	if rep.Prompts, rep.SkippedPrompts, err = reindexKind(ctx, pool, emb.Prompts, KindPrompts, o, &rep); err != nil {
 		return rep, err
 	}
-	if rep.Tools, rep.SkippedTools, err = reindexKind(ctx, pool, emb.Tools, KindTools, o); err != nil {
+	if rep.Tools, rep.SkippedTools, err = reindexKind(ctx, pool, emb.Tools, KindTools, o, &rep); err != nil {
 		return rep, err
 	}
 	if err := search.EnsureIndexes(ctx, pool, search.Embedders{Prompts: emb.Prompts, Tools: emb.Tools}, o.Indexes); err != nil {
@@ -88,18 +74,26 @@ type reindexRow struct {
 	text       string
 }
 
-func reindexKind(ctx context.Context, pool *pgxpool.Pool, e embed.Embedder, kind string, o ReindexOptions) (done, skipped int, err error) {
+// reindexKind re-embeds the out-of-date rows of kind with e, first
+// dropping e's model's vector indexes of another dimension (added to
+// rep.DroppedIndexes).
+func reindexKind(ctx context.Context, pool *pgxpool.Pool, e embed.Embedder, kind string, o ReindexOptions, rep *ReindexReport) (done, skipped int, err error) {
 	table, key := "prompts", "id || chr(1) || version::text"
 	if kind == KindTools {
 		table, key = "tools", "name"
 	}
-	// Out of date: no vector, another model's, or the model's at another
-	// dimension than it has now (it changed behind a provider's name).
-	where := `($1 = '' OR tenant_id = $1) AND ($2 OR embedding IS NULL OR embedding_model <> $3 OR embedding_dim <> $4)`
 	dim, err := search.Dimension(ctx, e)
 	if err != nil {
 		return 0, 0, err
 	}
+	dropped, err := search.DropOtherDimensions(ctx, pool, table, e.Model(), dim)
+	rep.DroppedIndexes = append(rep.DroppedIndexes, dropped...)
+	if err != nil {
+		return 0, 0, err
+	}
+	// Out of date: no vector, another model's, or the model's at another
+	// dimension than it has now (it changed behind a provider's name).
+	where := `($1 = '' OR tenant_id = $1) AND ($2 OR embedding IS NULL OR embedding_model <> $3 OR embedding_dim <> $4)`
 	var total int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+table+` WHERE `+where, o.Tenant, o.All, e.Model(), dim).Scan(&total); err != nil {
 		return 0, 0, fmt.Errorf("count %s: %w", table, err)

@@ -91,7 +91,7 @@ func EnsureIndexes(ctx context.Context, pool *pgxpool.Pool, emb Embedders, o Ind
 		if k.e == nil {
 			continue
 		}
-		dim, err := dimension(ctx, k.e)
+		dim, err := Dimension(ctx, k.e)
 		if err != nil {
 			return err
 		}
@@ -120,10 +120,7 @@ func EnsureIndexes(ctx context.Context, pool *pgxpool.Pool, emb Embedders, o Ind
 const indexLock int64 = 0x616771696e646578
 
 // Dimension returns e's dimension, asking it with a probe when unknown.
-func Dimension(ctx context.Context, e embed.Embedder) (int, error) { return dimension(ctx, e) }
-
-// dimension returns e's dimension, asking it with a probe when unknown.
-func dimension(ctx context.Context, e embed.Embedder) (int, error) {
+func Dimension(ctx context.Context, e embed.Embedder) (int, error) {
 	if d := e.Dimension(); d > 0 {
 		return d, nil
 	}

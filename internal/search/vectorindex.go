@@ -268,7 +268,7 @@ func MaintainIndexes(ctx context.Context, pool *pgxpool.Pool, emb Embedders, o I
 	if err := o.Validate(); err != nil || emb.Prompts == nil || o.prompts() != IVFFlat {
 		return Maintenance{}, err
 	}
-	dim, err := dimension(ctx, emb.Prompts)
+	dim, err := Dimension(ctx, emb.Prompts)
 	if err != nil {
 		return Maintenance{}, err
 	}
@@ -281,18 +281,14 @@ func MaintainIndexes(ctx context.Context, pool *pgxpool.Pool, emb Embedders, o I
 		return Maintenance{}, err
 	}
 	defer conn.Release()
-	var locked bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, indexLock).Scan(&locked); err != nil {
+	locked, unlock, err := lockIndexes(ctx, conn, false)
+	if err != nil {
 		return Maintenance{}, err
 	}
 	if !locked {
 		return Maintenance{OtherCopy: true}, nil
 	}
-	defer func() {
-		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, indexLock); err != nil {
-			conn.Conn().Close(context.WithoutCancel(ctx)) // the session and its lock end with it
-		}
-	}()
+	defer unlock()
 	m, err := v.maintain(ctx, conn)
 	if err != nil {
 		return m, fmt.Errorf("search: maintain the index of prompts for %s: %w", v.model, err)
@@ -376,8 +372,8 @@ func (v vectorIndex) maintain(ctx context.Context, conn *pgxpool.Conn) (Maintena
 // dimension than dim and returns their names. After the model behind a
 // provider's name changed its dimension, such an index refuses every
 // re-embedded row (its expression casts the vector to the old dimension),
-// and no search could use it: agentq reindex --all drops them first and
-// builds the new dimension's index at the end.
+// and no search could use it: agentq reindex drops them first and builds
+// the new dimension's index at the end.
 func DropOtherDimensions(ctx context.Context, pool *pgxpool.Pool, table, model string, dim int) ([]string, error) {
 	// The lock EnsureIndexes and MaintainIndexes take: no copy rebuilds
 	// an index while it is dropped. CONCURRENTLY: searches and writes go
@@ -387,14 +383,11 @@ func DropOtherDimensions(ctx context.Context, pool *pgxpool.Pool, table, model s
 		return nil, err
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, indexLock); err != nil {
+	_, unlock, err := lockIndexes(ctx, conn, true)
+	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, indexLock); err != nil {
-			conn.Conn().Close(context.WithoutCancel(ctx)) // the session and its lock end with it
-		}
-	}()
+	defer unlock()
 	rows, err := conn.Query(ctx, `
 SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
 WHERE i.indrelid = $1::regclass ORDER BY c.relname`, table)
@@ -446,4 +439,25 @@ func indexDimension(name, table, model string) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// lockIndexes takes indexLock for conn's session, waiting for it when wait
+// is set, else only if it is free (locked false: another copy holds it).
+// unlock releases it; if that fails the connection is closed, which ends
+// the session and its lock with it.
+func lockIndexes(ctx context.Context, conn *pgxpool.Conn, wait bool) (locked bool, unlock func(), err error) {
+	if wait {
+		_, err = conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, indexLock)
+		locked = err == nil
+	} else {
+		err = conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, indexLock).Scan(&locked)
+	}
+	if err != nil || !locked {
+		return false, func() {}, err
+	}
+	return true, func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, indexLock); err != nil {
+			conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+	}, nil
 }
