@@ -115,14 +115,28 @@ func Classify(err error) error {
 type InboxKey struct {
 	Tenant  string
 	EventID string
+	// Seq is the stream sequence of the copy being claimed, or 0 when the
+	// consumer's state does not depend on it. With Seq set, the inbox
+	// records where the event was applied, and a claim by an earlier copy
+	// of an event applied at a later sequence is reported in
+	// Claimed.Moved.
+	Seq uint64
 }
 
 // Claimed is what Claim learnt.
 type Claimed struct {
 	// Fresh reports, aligned with the claimed keys, whether each is new
 	// (true) or was already applied (false) — including a repeat of an
-	// earlier key in the same call.
+	// earlier key in the same call. Of several copies of one event in the
+	// same call, the one with the lowest Seq is the new one.
 	Fresh []bool
+	// Moved reports, aligned with the claimed keys, the stream sequence an
+	// event was applied at when the key is an earlier copy of it (lower
+	// Seq): the claim now records the key's Seq, and the consumer must
+	// move the effect there, in the same transaction, as if the event had
+	// been applied at Seq only. 0 otherwise: a later copy, a redelivery,
+	// or a key or inbox row without a sequence, is a plain duplicate.
+	Moved []uint64
 	// withheld holds the tenants being rebuilt, "*" for all.
 	withheld map[string]bool
 }
@@ -147,52 +161,92 @@ func EnsureFence(ctx context.Context, db interface {
 }
 
 // Claim records keys in consumer's inbox inside tx and reports which are
-// new, and which tenants' results are withheld by a rebuild in progress.
-// Apply the effect only for new keys, in the same transaction, and ack
-// after commit.
+// new, which are earlier copies of events applied at a later stream
+// sequence, and which tenants' results are withheld by a rebuild in
+// progress. Apply the effect only for new keys, move it for moved ones, in
+// the same transaction, and ack after commit.
 //
 // Claim first reads the consumer's fence row FOR SHARE, so it waits for a
-// rebuild that is resetting state and then sees that rebuild; the three
-// statements travel in one round trip. Keys are inserted in sorted order,
-// so two transactions claiming overlapping keys cannot deadlock.
+// rebuild that is resetting state and then sees that rebuild; all its
+// statements travel in one round trip. Keys are inserted, and rows to move
+// locked, in sorted order, so two transactions claiming overlapping keys
+// cannot deadlock.
 func Claim(ctx context.Context, tx pgx.Tx, consumer string, keys []InboxKey) (Claimed, error) {
 	b := &pgx.Batch{}
-	queueClaim(b, consumer, keys)
+	q := queueClaim(b, consumer, keys)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
-	c, err := readClaim(br, keys)
+	c, err := q.read(br)
 	if err != nil {
 		return c, err
 	}
 	return c, br.Close()
 }
 
-func queueClaim(b *pgx.Batch, consumer string, keys []InboxKey) {
-	tenants := make([]string, len(keys))
-	ids := make([]string, len(keys))
-	distinct := map[string]bool{}
+// claim is one Claim's keys, reduced to one row per event.
+type claim struct {
+	keys []InboxKey
+	// owner maps each distinct (tenant, event id) to the index in keys
+	// that speaks for it: the copy with the lowest sequence, else the first.
+	owner map[InboxKey]int
+	seqs  bool // some key has a sequence: rows may move
+}
+
+func queueClaim(b *pgx.Batch, consumer string, keys []InboxKey) *claim {
+	q := &claim{keys: keys, owner: make(map[InboxKey]int, len(keys))}
 	var tenantList []string
+	tenantSeen := map[string]bool{}
 	for i, k := range keys {
-		tenants[i], ids[i] = k.Tenant, k.EventID
-		if !distinct[k.Tenant] {
-			distinct[k.Tenant] = true
+		if !tenantSeen[k.Tenant] {
+			tenantSeen[k.Tenant] = true
 			tenantList = append(tenantList, k.Tenant)
 		}
+		id := InboxKey{Tenant: k.Tenant, EventID: k.EventID}
+		j, ok := q.owner[id]
+		if !ok || k.Seq != 0 && (keys[j].Seq == 0 || k.Seq < keys[j].Seq) {
+			q.owner[id] = i
+		}
+		q.seqs = q.seqs || k.Seq != 0
+	}
+	tenants := make([]string, 0, len(q.owner))
+	ids := make([]string, 0, len(q.owner))
+	seqs := make([]int64, 0, len(q.owner))
+	for _, i := range q.owner {
+		tenants, ids, seqs = append(tenants, keys[i].Tenant), append(ids, keys[i].EventID), append(seqs, int64(keys[i].Seq))
 	}
 	b.Queue(`SELECT 1 FROM consumer_fences WHERE consumer = $1 FOR SHARE`, consumer)
 	b.Queue(`SELECT tenant_id FROM rebuilds WHERE consumer = $1 AND (tenant_id = '*' OR tenant_id = ANY($2))`, consumer, tenantList)
 	b.Queue(`
-		INSERT INTO inbox (consumer, tenant_id, event_id)
-		SELECT $1, t, e FROM unnest($2::text[], $3::text[]) AS u(t, e) ORDER BY t, e
+		INSERT INTO inbox (consumer, tenant_id, event_id, seq)
+		SELECT $1, t, e, nullif(s, 0) FROM unnest($2::text[], $3::text[], $4::bigint[]) AS u(t, e, s) ORDER BY t, e
 		ON CONFLICT DO NOTHING
-		RETURNING tenant_id, event_id`, consumer, tenants, ids)
+		RETURNING tenant_id, event_id`, consumer, tenants, ids, seqs)
+	if q.seqs {
+		// An event applied at a later sequence than this copy's: lock the
+		// row and read where it was applied (FOR UPDATE waits for a
+		// concurrent move and reads its outcome), then record this copy's
+		// sequence.
+		b.Queue(`
+			SELECT i.tenant_id, i.event_id, i.seq
+			FROM inbox i JOIN unnest($2::text[], $3::text[], $4::bigint[]) AS u(t, e, s)
+			  ON i.consumer = $1 AND i.tenant_id = u.t AND i.event_id = u.e
+			WHERE u.s > 0 AND i.seq > u.s
+			ORDER BY i.tenant_id, i.event_id
+			FOR UPDATE OF i`, consumer, tenants, ids, seqs)
+		b.Queue(`
+			UPDATE inbox i SET seq = u.s
+			FROM unnest($2::text[], $3::text[], $4::bigint[]) AS u(t, e, s)
+			WHERE i.consumer = $1 AND i.tenant_id = u.t AND i.event_id = u.e AND u.s > 0 AND i.seq > u.s`,
+			consumer, tenants, ids, seqs)
+	}
+	return q
 }
 
-func readClaim(br pgx.BatchResults, keys []InboxKey) (Claimed, error) {
+func (q *claim) read(br pgx.BatchResults) (Claimed, error) {
 	if _, err := br.Exec(); err != nil {
 		return Claimed{}, fmt.Errorf("inbox fence: %w", err)
 	}
-	c := Claimed{Fresh: make([]bool, len(keys))}
+	c := Claimed{Fresh: make([]bool, len(q.keys)), Moved: make([]uint64, len(q.keys))}
 	rows, err := br.Query()
 	if err != nil {
 		return Claimed{}, fmt.Errorf("inbox rebuilds: %w", err)
@@ -215,23 +269,38 @@ func readClaim(br pgx.BatchResults, keys []InboxKey) (Claimed, error) {
 	if err != nil {
 		return Claimed{}, fmt.Errorf("inbox claim: %w", err)
 	}
-	inserted := make(map[InboxKey]bool, len(keys))
 	for rows.Next() {
 		var k InboxKey
 		if err := rows.Scan(&k.Tenant, &k.EventID); err != nil {
 			rows.Close()
 			return Claimed{}, fmt.Errorf("inbox claim: %w", err)
 		}
-		inserted[k] = true
+		c.Fresh[q.owner[k]] = true
 	}
 	if err := rows.Err(); err != nil {
 		return Claimed{}, fmt.Errorf("inbox claim: %w", err)
 	}
-	for i, k := range keys {
-		if inserted[k] {
-			c.Fresh[i] = true
-			delete(inserted, k) // a repeat in the same call is a duplicate
+	if !q.seqs {
+		return c, nil
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return Claimed{}, fmt.Errorf("inbox move: %w", err)
+	}
+	for rows.Next() {
+		var k InboxKey
+		var was int64
+		if err := rows.Scan(&k.Tenant, &k.EventID, &was); err != nil {
+			rows.Close()
+			return Claimed{}, fmt.Errorf("inbox move: %w", err)
 		}
+		c.Moved[q.owner[k]] = uint64(was)
+	}
+	if err := rows.Err(); err != nil {
+		return Claimed{}, fmt.Errorf("inbox move: %w", err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return Claimed{}, fmt.Errorf("inbox move: %w", err)
 	}
 	return c, nil
 }
@@ -255,14 +324,14 @@ func BeginClaim(ctx context.Context, pool *pgxpool.Pool, consumer string, keys [
 	u := &Unit{conn: conn, open: true}
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
-	queueClaim(b, consumer, keys)
+	q := queueClaim(b, consumer, keys)
 	br := conn.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
 		u.Close(ctx)
 		return nil, Claimed{}, fmt.Errorf("begin: %w", err)
 	}
-	c, err := readClaim(br, keys)
+	c, err := q.read(br)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}

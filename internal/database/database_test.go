@@ -114,34 +114,63 @@ func TestClaim(t *testing.T) {
 	type key struct {
 		tenant int
 		event  string
+		seq    uint64
 	}
 	type step struct {
 		keys   []key
 		commit bool // else roll back
 		want   []bool
+		moved  []uint64 // nil: none
 	}
 	tests := []struct {
 		name  string
 		steps []step
 	}{
 		{"new keys are claimed", []step{
-			{keys: []key{{0, "e1"}, {0, "e2"}}, commit: true, want: []bool{true, true}},
+			{keys: []key{{0, "e1", 0}, {0, "e2", 0}}, commit: true, want: []bool{true, true}},
 		}},
 		{"committed keys are duplicates in a later transaction", []step{
-			{keys: []key{{0, "e1"}, {0, "e2"}}, commit: true, want: []bool{true, true}},
-			{keys: []key{{0, "e2"}, {0, "e1"}, {0, "e3"}}, commit: true, want: []bool{false, false, true}},
+			{keys: []key{{0, "e1", 0}, {0, "e2", 0}}, commit: true, want: []bool{true, true}},
+			{keys: []key{{0, "e2", 0}, {0, "e1", 0}, {0, "e3", 0}}, commit: true, want: []bool{false, false, true}},
 		}},
 		{"a repeat within one call is a duplicate", []step{
-			{keys: []key{{0, "e1"}, {0, "e1"}, {0, "e2"}, {0, "e1"}}, commit: true, want: []bool{true, false, true, false}},
+			{keys: []key{{0, "e1", 0}, {0, "e1", 0}, {0, "e2", 0}, {0, "e1", 0}}, commit: true, want: []bool{true, false, true, false}},
 		}},
 		{"the same event id under two tenants is new for each", []step{
-			{keys: []key{{0, "e1"}, {1, "e1"}}, commit: true, want: []bool{true, true}},
-			{keys: []key{{1, "e1"}, {0, "e1"}}, commit: true, want: []bool{false, false}},
+			{keys: []key{{0, "e1", 0}, {1, "e1", 0}}, commit: true, want: []bool{true, true}},
+			{keys: []key{{1, "e1", 0}, {0, "e1", 0}}, commit: true, want: []bool{false, false}},
 		}},
 		{"a rolled-back claim is not recorded", []step{
-			{keys: []key{{0, "e1"}}, commit: false, want: []bool{true}},
-			{keys: []key{{0, "e1"}}, commit: true, want: []bool{true}},
-			{keys: []key{{0, "e1"}}, commit: true, want: []bool{false}},
+			{keys: []key{{0, "e1", 0}}, commit: false, want: []bool{true}},
+			{keys: []key{{0, "e1", 0}}, commit: true, want: []bool{true}},
+			{keys: []key{{0, "e1", 0}}, commit: true, want: []bool{false}},
+		}},
+		{"an earlier copy moves the claim to its sequence; later copies are duplicates", []step{
+			{keys: []key{{0, "e1", 10}, {0, "e2", 11}}, commit: true, want: []bool{true, true}},
+			{keys: []key{{0, "e1", 4}, {0, "e2", 12}}, commit: true, want: []bool{false, false}, moved: []uint64{10, 0}},
+			{keys: []key{{0, "e1", 4}}, commit: true, want: []bool{false}},
+			{keys: []key{{0, "e1", 7}}, commit: true, want: []bool{false}},
+			{keys: []key{{0, "e1", 10}}, commit: true, want: []bool{false}},
+			{keys: []key{{0, "e1", 2}}, commit: true, want: []bool{false}, moved: []uint64{4}},
+		}},
+		{"a rolled-back move is not recorded", []step{
+			{keys: []key{{0, "e1", 10}}, commit: true, want: []bool{true}},
+			{keys: []key{{0, "e1", 4}}, commit: false, want: []bool{false}, moved: []uint64{10}},
+			{keys: []key{{0, "e1", 6}}, commit: true, want: []bool{false}, moved: []uint64{10}},
+		}},
+		{"of copies in one call the earliest is new, whatever their order", []step{
+			{keys: []key{{0, "e1", 9}, {0, "e1", 3}, {0, "e2", 5}, {0, "e1", 6}}, commit: true, want: []bool{false, true, true, false}},
+			{keys: []key{{0, "e1", 2}, {0, "e1", 1}}, commit: true, want: []bool{false, false}, moved: []uint64{0, 3}},
+		}},
+		{"an event claimed without a sequence never moves", []step{
+			{keys: []key{{0, "e1", 0}}, commit: true, want: []bool{true}},
+			{keys: []key{{0, "e1", 3}}, commit: true, want: []bool{false}},
+			{keys: []key{{0, "e2", 3}}, commit: true, want: []bool{true}},
+			{keys: []key{{0, "e2", 0}}, commit: true, want: []bool{false}},
+		}},
+		{"copies under two tenants are apart", []step{
+			{keys: []key{{0, "e1", 8}, {1, "e1", 9}}, commit: true, want: []bool{true, true}},
+			{keys: []key{{1, "e1", 5}, {0, "e1", 8}}, commit: true, want: []bool{false, false}, moved: []uint64{9, 0}},
 		}},
 	}
 	pool := testenv.Pool(t)
@@ -153,7 +182,7 @@ func TestClaim(t *testing.T) {
 			for i, s := range tc.steps {
 				keys := make([]database.InboxKey, len(s.keys))
 				for j, k := range s.keys {
-					keys[j] = database.InboxKey{Tenant: tenants[k.tenant], EventID: k.event}
+					keys[j] = database.InboxKey{Tenant: tenants[k.tenant], EventID: k.event, Seq: k.seq}
 				}
 				tx, err := pool.Begin(ctx)
 				require.NoError(t, err)
@@ -165,8 +194,73 @@ func TestClaim(t *testing.T) {
 				}
 				require.NoError(t, err, "step %d", i)
 				require.Equal(t, s.want, got.Fresh, "step %d", i)
+				moved := s.moved
+				if moved == nil {
+					moved = make([]uint64, len(s.keys))
+				}
+				require.Equal(t, moved, got.Moved, "step %d", i)
 				require.False(t, got.Withheld(tenants[0]), "no rebuild in progress")
 			}
+		})
+	}
+}
+
+// Two copies earlier than the applied one, claimed at once: the second
+// waits for the first's move and sees where it left the event, so the
+// effect moves once per copy, each time from where it really was.
+func TestClaimConcurrentMoves(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pool := testenv.Pool(t)
+	tenant := testenv.Tenant(t)
+	const consumer = "move-test"
+	claim := func(seq uint64) (*database.Unit, database.Claimed) {
+		u, c, err := database.BeginClaim(ctx, pool, consumer, []database.InboxKey{{Tenant: tenant, EventID: "e1", Seq: seq}})
+		require.NoError(t, err)
+		return u, c
+	}
+	for _, commit := range []bool{true, false} {
+		t.Run(fmt.Sprintf("first commits: %v", commit), func(t *testing.T) {
+			_, err := pool.Exec(ctx, `DELETE FROM inbox WHERE consumer = $1 AND tenant_id = $2`, consumer, tenant)
+			require.NoError(t, err)
+			u, c := claim(10)
+			require.Equal(t, []bool{true}, c.Fresh)
+			require.NoError(t, u.Commit(ctx, &pgx.Batch{}))
+			u.Close(ctx)
+
+			first, c := claim(6)
+			require.Equal(t, []uint64{10}, c.Moved)
+			type outcome struct {
+				c   database.Claimed
+				err error
+			}
+			second := make(chan outcome, 1)
+			go func() {
+				u, c, err := database.BeginClaim(ctx, pool, consumer, []database.InboxKey{{Tenant: tenant, EventID: "e1", Seq: 3}})
+				if err == nil {
+					err = u.Commit(ctx, &pgx.Batch{})
+					u.Close(ctx)
+				}
+				second <- outcome{c, err}
+			}()
+			select {
+			case o := <-second:
+				t.Fatalf("the second claim did not wait for the first: %+v", o)
+			case <-time.After(300 * time.Millisecond): // it must still be waiting
+			}
+			if commit {
+				require.NoError(t, first.Commit(ctx, &pgx.Batch{}))
+			}
+			first.Close(ctx)
+			want := uint64(10)
+			if commit {
+				want = 6
+			}
+			o := <-second
+			require.NoError(t, o.err)
+			c = o.c
+			require.Equal(t, []bool{false}, c.Fresh)
+			require.Equal(t, []uint64{want}, c.Moved)
 		})
 	}
 }
@@ -183,7 +277,7 @@ func TestClaimReportsRebuilds(t *testing.T) {
 		tx, err := pool.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
-		c, err := database.Claim(ctx, tx, consumer, []database.InboxKey{{a, "e1"}, {b, "e1"}})
+		c, err := database.Claim(ctx, tx, consumer, []database.InboxKey{{Tenant: a, EventID: "e1"}, {Tenant: b, EventID: "e1"}})
 		require.NoError(t, err)
 		require.Equal(t, []bool{true, true}, c.Fresh, "same id, two tenants: both new")
 		return c
@@ -277,7 +371,7 @@ func TestPruneInbox(t *testing.T) {
 	tenant := testenv.Tenant(t)
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
-	_, err = database.Claim(ctx, tx, "prune-test", []database.InboxKey{{tenant, "old-1"}, {tenant, "old-2"}, {tenant, "new-1"}})
+	_, err = database.Claim(ctx, tx, "prune-test", []database.InboxKey{{Tenant: tenant, EventID: "old-1"}, {Tenant: tenant, EventID: "old-2"}, {Tenant: tenant, EventID: "new-1"}})
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 	// Other tests' rows are fresh; only ours are made two days old.

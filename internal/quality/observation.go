@@ -163,6 +163,7 @@ func (m *Metrics) apply(o observation, seq int64) {
 	m.ToolName, m.PromptHash, m.PromptID, m.PromptVersion = o.toolName, o.promptHash, o.promptID, o.version
 	m.StateVersion++
 	m.AsOfSeq = max(m.AsOfSeq, seq)
+	m.track(seq)
 	switch o.kind {
 	case obsCall:
 		m.Call(o.success, o.latencyMs, seq)
@@ -178,17 +179,25 @@ func (m *Metrics) apply(o observation, seq int64) {
 
 // Compute folds deliveries into metrics in the order given, as the scorer
 // applies them, and returns the metrics sorted by target and id. The
-// scorer's stored state equals Compute of the events it applied in stream
-// order, whatever order it applied them in: tests use it as the reference.
-// Deliveries whose data names no target are skipped, as the scorer
-// dead-letters them.
+// scorer's stored state equals Compute of the stream in stream order,
+// whatever order it applied events and their copies in: tests use it as
+// the reference. Of several copies of an event (one tenant and id), the
+// first given counts. Deliveries whose data names no target are skipped,
+// as the scorer dead-letters them.
 func Compute(deliveries []*bus.Delivery) []*Metrics {
 	byKey := map[Key]*Metrics{}
+	type eventKey struct{ tenant, id string }
+	seen := map[eventKey]bool{}
 	for _, d := range deliveries {
 		o, err := observe(d)
 		if err != nil {
 			continue
 		}
+		k := eventKey{d.Tenant, d.Event.ID()}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
 		m := byKey[o.key]
 		if m == nil {
 			m = &Metrics{Key: o.key}
@@ -201,6 +210,7 @@ func Compute(deliveries []*bus.Delivery) []*Metrics {
 		if m.History == nil {
 			m.History = []int64{}
 		}
+		m.newest = nil // bookkeeping, not state
 		out = append(out, m)
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -23,7 +23,10 @@
 // gives the same state, field for field. consecutive_failures (failures
 // after the newest success, by stream sequence) and the recent window (the
 // newest calls by stream sequence) are exact for events up to HistoryDepth
-// calls late; see HistoryDepth for what happens beyond.
+// calls late; see HistoryDepth for what happens beyond. Of several copies
+// of one event in the stream, the first counts, at its sequence, whichever
+// is applied first: an earlier copy applied later re-files the event there
+// (see database.Claimed.Moved).
 package quality
 
 import (
@@ -95,7 +98,18 @@ type Metrics struct {
 	// History holds the newest calls by stream sequence, newest first, at
 	// most HistoryDepth: +seq for a success, -seq for a failure.
 	History []int64
+
+	// newest holds the sequences of the newest events of every kind, newest
+	// first, at most newestDepth: what AsOfSeq falls back to when its
+	// event is re-filed at an earlier sequence. Bookkeeping, not state: List
+	// does not read it, Compute does not return it.
+	newest []int64
 }
+
+// newestDepth bounds Metrics.newest. A re-filing whose original is older
+// than every event kept drops one entry, a newer event adds one back:
+// as_of_seq stays exact unless that empties the list.
+const newestDepth = 64
 
 // Call records one call's outcome at stream sequence seq; latencyMs < 0
 // means unknown.
@@ -130,21 +144,95 @@ func (m *Metrics) Call(success bool, latencyMs float64, seq int64) {
 	m.insert(success, seq)
 }
 
+// insert puts the call at seq in its place in the history. The history is
+// always the newest len(History) calls exactly: a call older than all of
+// them is added only while the history holds every other call.
 func (m *Metrics) insert(success bool, seq int64) {
-	i := sort.Search(len(m.History), func(i int) bool { return abs(m.History[i]) < seq })
-	if i >= HistoryDepth {
-		return // older than everything kept
-	}
-	if i < len(m.History) && abs(m.History[i]) == seq {
-		return
-	}
 	v := seq
 	if !success {
 		v = -seq
 	}
-	m.History = slices.Insert(m.History, i, v)
-	if len(m.History) > HistoryDepth {
-		m.History = m.History[:HistoryDepth]
+	m.History = insertNewest(m.History, v, m.TotalCalls-1, HistoryDepth)
+}
+
+// insertNewest inserts v into list, which holds the newest of others
+// entries (by absolute value, newest first), keeping it the newest
+// len(list) of them, at most depth.
+func insertNewest(list []int64, v int64, others int64, depth int) []int64 {
+	i := sort.Search(len(list), func(i int) bool { return abs(list[i]) < abs(v) })
+	switch {
+	case i < len(list) && abs(list[i]) == abs(v):
+		return list // already in place
+	case i == len(list) && (i >= depth || int64(i) < others):
+		return list // older than everything kept, and something older is not kept
+	}
+	list = slices.Insert(list, i, v)
+	if len(list) > depth {
+		list = list[:depth]
+	}
+	return list
+}
+
+// removeNewest removes the entry for sequence seq from list, if kept.
+func removeNewest(list []int64, seq int64) []int64 {
+	return slices.DeleteFunc(list, func(h int64) bool { return abs(h) == seq })
+}
+
+// track records an event at seq among the newest, after StateVersion
+// counted it.
+func (m *Metrics) track(seq int64) {
+	m.newest = insertNewest(m.newest, seq, m.StateVersion-1, newestDepth)
+}
+
+// refile moves the effect of o, folded in at stream sequence from, to the
+// earlier sequence to, where the event's first copy in the stream is: the
+// state becomes what folding o in at to only gives. Counts and sums do
+// not change, nor does StateVersion (it counts events); as_of_seq, the
+// history, the failure streak and the newest success do. It is exact while
+// the original (to) is newer than the oldest call the history keeps; for
+// an original older than that the history is one call short until the
+// next newer call, and if the newest success moves that far back the
+// streak counts the failures still kept.
+func (m *Metrics) refile(o observation, from, to int64) {
+	m.newest = removeNewest(m.newest, from)
+	m.newest = insertNewest(m.newest, to, m.StateVersion-1, newestDepth)
+	if from == m.AsOfSeq {
+		// The newest event moved back: the newest kept one is now the
+		// newest; with none kept, to is all that is known.
+		m.AsOfSeq = to
+		if len(m.newest) > 0 {
+			m.AsOfSeq = m.newest[0]
+		}
+	}
+	if o.kind != obsCall {
+		return
+	}
+	m.History = removeNewest(m.History, from)
+	v := to
+	if !o.success {
+		v = -to
+	}
+	m.History = insertNewest(m.History, v, m.TotalCalls-1, HistoryDepth)
+	switch {
+	case !o.success:
+		// A failure leaves the streak when it moves before the newest
+		// success.
+		if from > m.LastSuccessSeq && to < m.LastSuccessSeq {
+			m.ConsecutiveFailures--
+		}
+	case from == m.LastSuccessSeq:
+		// The newest success moved back: the newest success kept is now the
+		// newest, and every call kept after it is a failure.
+		for i, h := range m.History {
+			if h > 0 {
+				m.LastSuccessSeq, m.ConsecutiveFailures = h, i
+				return
+			}
+		}
+		// None kept (the history is full of failures newer than to): the
+		// streak is at least what is kept.
+		m.LastSuccessSeq = to
+		m.ConsecutiveFailures = max(m.ConsecutiveFailures, len(m.History))
 	}
 }
 

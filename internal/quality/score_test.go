@@ -198,3 +198,112 @@ func TestVersionWrittenAsFloat(t *testing.T) {
 		require.Equal(t, tc.want, keys, tc.data)
 	}
 }
+
+// A copy of an event later in the stream may be applied before the
+// original; re-filing it at the original's sequence (what the inbox's
+// Claimed.Moved asks for) must give the state of the stream folded in
+// order, where only the first copy counts. Small histories in any order,
+// and long ones whose events arrive less than HistoryDepth calls late.
+func TestRefileEqualsFoldingAtTheOriginal(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	key := Key{"acme", TargetTool, "t"}
+	for iter := range 400 {
+		events, window, spread := 1+rng.IntN(40), 0, 8
+		if iter%4 == 0 {
+			events, window, spread = 200+rng.IntN(300), 40, 20
+		}
+		obs := make([]observation, events)
+		for i := range obs {
+			o := observation{key: key, toolName: "t", latencyMs: -1}
+			switch r := rng.IntN(5); {
+			case r < 2:
+				o.kind, o.success = obsCall, true
+			case r < 4:
+				o.kind = obsCall
+			default:
+				o.kind, o.rating = obsRating, ptr(float64(rng.IntN(11))/10)
+			}
+			obs[i] = o
+		}
+		// The stream: every event, and copies of some a little later.
+		var stream []int
+		var pending []int
+		for i := range events {
+			stream = append(stream, i)
+			if rng.IntN(3) == 0 {
+				pending = append(pending, i)
+			}
+			for len(pending) > 0 && (rng.IntN(spread) == 0 || len(pending) > spread) {
+				stream = append(stream, pending[0])
+				pending = pending[1:]
+			}
+		}
+		stream = append(stream, pending...)
+
+		want := Metrics{Key: key}
+		seen := map[int]bool{}
+		for p, i := range stream {
+			if !seen[i] {
+				seen[i] = true
+				want.apply(obs[i], int64(p+1))
+			}
+		}
+
+		// Delivered in another order: shuffled whole, or within windows.
+		order := rng.Perm(len(stream))
+		if window > 0 {
+			for p := range order {
+				order[p] = p
+			}
+			for p := 0; p < len(order); p += window {
+				w := order[p:min(p+window, len(order))]
+				rng.Shuffle(len(w), func(a, b int) { w[a], w[b] = w[b], w[a] })
+			}
+		}
+		got := Metrics{Key: key}
+		applied := map[int]int64{} // event → the sequence it is filed at
+		for _, p := range order {
+			i, seq := stream[p], int64(p+1)
+			switch at, ok := applied[i]; {
+			case !ok:
+				got.apply(obs[i], seq)
+				applied[i] = seq
+			case seq < at:
+				got.refile(obs[i], at, seq)
+				applied[i] = seq
+			}
+		}
+		want.newest, got.newest = nil, nil
+		require.Equal(t, want, got, "iteration %d: stream %v, delivered as %v", iter, stream, order)
+	}
+}
+
+// The documented bound: when the newest success moves back behind a full
+// history of newer failures, the window and totals stay exact and the
+// streak counts the failures still kept; the next call mends the history.
+func TestRefileBeyondTheHistory(t *testing.T) {
+	var m Metrics
+	success := observation{kind: obsCall, success: true, latencyMs: -1}
+	failure := observation{kind: obsCall, latencyMs: -1}
+	for i := range HistoryDepth + 50 {
+		m.apply(failure, int64(1000+i))
+	}
+	m.apply(success, 5000) // a copy of the success at 1, applied first
+	require.Zero(t, m.ConsecutiveFailures)
+	m.refile(success, 5000, 1)
+
+	require.Equal(t, int64(HistoryDepth+51), m.TotalCalls)
+	require.Equal(t, int64(HistoryDepth+51), m.StateVersion)
+	require.Equal(t, int64(1000+HistoryDepth+49), m.AsOfSeq, "as_of_seq: the newest failure")
+	require.Equal(t, int64(1), m.LastSuccessSeq)
+	require.Len(t, m.History, HistoryDepth-1, "one short: what lies beyond the history is not known")
+	require.Equal(t, HistoryDepth-1, m.ConsecutiveFailures, "the streak counts the failures kept")
+	score, n := m.Recent(20)
+	require.Zero(t, score)
+	require.Equal(t, 20, n)
+
+	m.apply(failure, 6000)
+	require.Len(t, m.History, HistoryDepth)
+	require.Equal(t, int64(-6000), m.History[0])
+	require.Equal(t, int64(-(1000 + 51)), m.History[HistoryDepth-1], "the newest calls, exactly")
+}

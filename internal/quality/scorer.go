@@ -63,9 +63,12 @@ var _ Sender = (*outbox.Outbox)(nil)
 
 // Handle is the scorer's bus.BatchHandler. The whole batch is one
 // transaction: inbox claims, metric updates and the quality.changed events
-// (one per touched target, carrying its state version) commit together;
-// the events are published after commit. Results of tenants being rebuilt
-// are withheld (see database.Claimed.Withheld).
+// (one per target that gained events, carrying its state version) commit
+// together; the events are published after commit. An event applied
+// earlier from a copy later in the stream is re-filed at this earlier
+// copy's sequence: that changes no count and no state version, so it is
+// published with the target's next change. Results of tenants being
+// rebuilt are withheld (see database.Claimed.Withheld).
 func (s *Scorer) Handle(ctx context.Context, batch []*bus.Delivery) []error {
 	errs := make([]error, len(batch))
 	obs := make([]observation, len(batch))
@@ -100,7 +103,7 @@ func (s *Scorer) Handle(ctx context.Context, batch []*bus.Delivery) []error {
 func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observation, valid []int) ([]event.Event, error) {
 	claims := make([]database.InboxKey, len(valid))
 	for j, i := range valid {
-		claims[j] = database.InboxKey{Tenant: batch[i].Tenant, EventID: batch[i].Event.ID()}
+		claims[j] = database.InboxKey{Tenant: batch[i].Tenant, EventID: batch[i].Event.ID(), Seq: batch[i].StreamSeq}
 	}
 	// Three round trips: begin + claim, lock + read, write + commit.
 	tx, claimed, err := database.BeginClaim(ctx, s.pool, s.opts.Consumer, claims)
@@ -111,7 +114,7 @@ func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observa
 	var keys []Key
 	seen := map[Key]bool{}
 	for j, i := range valid {
-		if k := obs[i].key; claimed.Fresh[j] && !seen[k] {
+		if k := obs[i].key; (claimed.Fresh[j] || claimed.Moved[j] != 0) && !seen[k] {
 			seen[k] = true
 			keys = append(keys, k)
 		}
@@ -126,12 +129,18 @@ func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observa
 	// The newest event of each target in this batch is the result's cause.
 	cause := map[Key]*bus.Delivery{}
 	for j, i := range valid {
-		if !claimed.Fresh[j] {
-			continue
-		}
 		m := metrics[obs[i].key]
-		if m == nil {
+		switch {
+		case !claimed.Fresh[j] && claimed.Moved[j] == 0:
+			continue
+		case m == nil:
 			return nil, fmt.Errorf("metrics row for %v vanished", obs[i].key)
+		case claimed.Moved[j] != 0:
+			// A copy later in the stream was applied first: the event
+			// counts where its first copy is. Copies of an event id are the
+			// same event, so this copy's observation is the one applied.
+			m.refile(obs[i], int64(claimed.Moved[j]), int64(batch[i].StreamSeq))
+			continue
 		}
 		m.apply(obs[i], int64(batch[i].StreamSeq))
 		if c := cause[obs[i].key]; c == nil || batch[i].StreamSeq > c.StreamSeq {
@@ -143,7 +152,9 @@ func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observa
 	for _, k := range keys { // keys is sorted: results come in a stable order
 		m := metrics[k]
 		touched = append(touched, m)
-		if claimed.Withheld(k.Tenant) {
+		if cause[k] == nil || claimed.Withheld(k.Tenant) {
+			// Only re-filed: the state version counts events, so it stays,
+			// and the next change publishes the re-filed state.
 			continue
 		}
 		ev, err := bus.NewStateResult(s.opts.Consumer, TypeQualityChanged, k.Tenant, k.Target+"/"+k.ID, m.StateVersion, cause[k].Event, m.Changed(s.opts.Window))

@@ -32,16 +32,22 @@ func lockMetrics(ctx context.Context, tx Querier, keys []Key) (map[Key]*Metrics,
 		INSERT INTO quality_metrics AS m (tenant_id, target, target_key)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
 		ON CONFLICT (tenant_id, target, target_key) DO UPDATE SET target_key = excluded.target_key
-		RETURNING `+metricsColumns, tenants, targets, ids)
+		RETURNING `+metricsColumns+`, m.newest_seqs`, tenants, targets, ids)
 	if err != nil {
 		return nil, fmt.Errorf("lock metrics rows: %w", err)
 	}
-	list, err := scanMetrics(rows)
+	list, err := scan(rows, true)
 	if err != nil {
 		return nil, err
 	}
 	out := make(map[Key]*Metrics, len(list))
 	for _, m := range list {
+		// The newest event is always first. A row whose list does not say
+		// so was written before the list existed, or by an older scorer:
+		// as_of_seq alone is what is known.
+		if m.StateVersion > 0 && (len(m.newest) == 0 || m.newest[0] != m.AsOfSeq) {
+			m.newest = []int64{m.AsOfSeq}
+		}
 		out[m.Key] = m
 	}
 	return out, nil
@@ -54,6 +60,7 @@ func queueSave(b *pgx.Batch, ms []*Metrics) {
 	n := len(ms)
 	var (
 		tenants, targets, ids, tools, hashes, pids, hist = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		newest                                           = make([]string, n)
 		versions, consec                                 = make([]int32, n), make([]int32, n)
 		sv, asOf, calls, succ, fail                      = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		latSum, latN, ratSum, ratN, fbSum, fbN, lastOK   = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
@@ -67,7 +74,7 @@ func queueSave(b *pgx.Batch, ms []*Metrics) {
 		latSum[i], latN[i], ratSum[i], ratN[i] = m.LatencySumUs, m.LatencyCount, m.RatingSumMicro, m.RatingCount
 		fbSum[i], fbN[i], lastOK[i] = m.FeedbackSumMicro, m.FeedbackCount, m.LastSuccessSeq
 		rate[i], quality[i] = m.SuccessRate(), m.Quality()
-		hist[i] = arrayLiteral(m.History)
+		hist[i], newest[i] = arrayLiteral(m.History), arrayLiteral(m.newest)
 	}
 	b.Queue(`
 		UPDATE quality_metrics m SET
@@ -79,21 +86,21 @@ func queueSave(b *pgx.Batch, ms []*Metrics) {
 			rating_sum_micro = u.rating_sum_micro, rating_count = u.rating_count,
 			feedback_sum_micro = u.feedback_sum_micro, feedback_count = u.feedback_count,
 			last_success_seq = u.last_success_seq, consecutive_failures = u.consecutive_failures,
-			history = u.history::bigint[],
+			history = u.history::bigint[], newest_seqs = u.newest_seqs::bigint[],
 			success_rate = u.success_rate, quality_score = u.quality_score, updated_at = now()
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[],
 		            $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[],
 		            $13::bigint[], $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[],
-		            $19::bigint[], $20::int[], $21::text[], $22::float8[], $23::float8[])
+		            $19::bigint[], $20::int[], $21::text[], $22::float8[], $23::float8[], $24::text[])
 		  AS u(tenant_id, target, target_key, tool_name, prompt_hash, prompt_id, prompt_version,
 		       state_version, as_of_seq, total_calls, successes, failures,
 		       latency_sum_us, latency_count, rating_sum_micro, rating_count, feedback_sum_micro, feedback_count,
-		       last_success_seq, consecutive_failures, history, success_rate, quality_score)
+		       last_success_seq, consecutive_failures, history, success_rate, quality_score, newest_seqs)
 		WHERE m.tenant_id = u.tenant_id AND m.target = u.target AND m.target_key = u.target_key`,
 		tenants, targets, ids, tools, hashes, pids, versions,
 		sv, asOf, calls, succ, fail,
 		latSum, latN, ratSum, ratN, fbSum, fbN,
-		lastOK, consec, hist, rate, quality)
+		lastOK, consec, hist, rate, quality, newest)
 }
 
 func arrayLiteral(vs []int64) string {
@@ -133,7 +140,7 @@ func List(ctx context.Context, db Querier, tenant, target, id string) ([]*Metric
 	if err != nil {
 		return nil, fmt.Errorf("list metrics: %w", err)
 	}
-	return scanMetrics(rows)
+	return scan(rows, false)
 }
 
 const metricsColumns = `m.tenant_id, m.target, m.target_key,
@@ -142,16 +149,22 @@ const metricsColumns = `m.tenant_id, m.target, m.target_key,
 	m.latency_sum_us, m.latency_count, m.rating_sum_micro, m.rating_count,
 	m.feedback_sum_micro, m.feedback_count, m.last_success_seq, m.consecutive_failures, m.history`
 
-func scanMetrics(rows pgx.Rows) ([]*Metrics, error) {
+// scan reads rows of metricsColumns, followed by newest_seqs when newest
+// is set.
+func scan(rows pgx.Rows, newest bool) ([]*Metrics, error) {
 	defer rows.Close()
 	var out []*Metrics
 	for rows.Next() {
 		m := &Metrics{}
-		if err := rows.Scan(&m.Tenant, &m.Target, &m.ID,
+		dest := []any{&m.Tenant, &m.Target, &m.ID,
 			&m.ToolName, &m.PromptHash, &m.PromptID, &m.PromptVersion,
 			&m.StateVersion, &m.AsOfSeq, &m.TotalCalls, &m.Successes, &m.Failures,
 			&m.LatencySumUs, &m.LatencyCount, &m.RatingSumMicro, &m.RatingCount,
-			&m.FeedbackSumMicro, &m.FeedbackCount, &m.LastSuccessSeq, &m.ConsecutiveFailures, &m.History); err != nil {
+			&m.FeedbackSumMicro, &m.FeedbackCount, &m.LastSuccessSeq, &m.ConsecutiveFailures, &m.History}
+		if newest {
+			dest = append(dest, &m.newest)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("scan metrics: %w", err)
 		}
 		out = append(out, m)
