@@ -512,6 +512,9 @@ func TestTwoScorersSplitTheWork(t *testing.T) {
 	w := newWorkload(t, tenant, 1500, 7)
 	publishAll(t, newPublisher(t, n.JS), w.events)
 	requireTotals(t, a, w, 120*time.Second)
+	// The last batch commits before it is acked.
+	testenv.Eventually(t, 30*time.Second, func() bool { return acked(a)+acked(b) >= float64(len(w.events)) },
+		"every event acked")
 	t.Logf("acked: a=%v b=%v", acked(a), acked(b))
 	require.Positive(t, acked(a), "first scorer took a share")
 	require.Positive(t, acked(b), "second scorer took a share")
