@@ -103,6 +103,7 @@ func TestRatingsDuringARebuildArePublishedOnce(t *testing.T) {
 	require.NoError(t, res.err)
 	require.Empty(t, res.rep.Skipped)
 	require.Equal(t, 3, res.rep.Events)
+	require.Equal(t, 3, res.rep.Owed, "e2, e3 and e4 wait for the relay; e1's second rating is dropped")
 	handle(e3)
 	require.Equal(t, int32(1), arrived.Load(), "nothing published during the rebuild")
 

@@ -156,7 +156,10 @@ type Report struct {
 	// refused for what they are, which live copies dead-letter too, and
 	// events that kept failing which the live consumer dead-lettered
 	// (found in AGENTQ_DLQ).
-	Skipped  map[string]int
+	Skipped map[string]int
+	// Owed counts the per-event results waiting in the outbox for the
+	// relay: results live processing had not published (see Results).
+	Owed     int
 	FirstSeq uint64 // the stream's first sequence (1 unless truncated)
 	Took     time.Duration
 }
@@ -211,7 +214,10 @@ func Rebuild(ctx context.Context, js jetstream.JetStream, pool *pgxpool.Pool, sc
 	if err := apply(ctx, js, schema, t, o, &rep); err != nil {
 		return rep, fmt.Errorf("rebuild %s (the rebuild record stays: results stay withheld until a rebuild completes; run it again): %w", t.Consumer, err)
 	}
-	if err := outlast(ctx, o, "finish rebuild", func() error { return finish(ctx, js, pool, t, o.Tenant) }); err != nil {
+	if err := outlast(ctx, o, "finish rebuild", func() (err error) {
+		rep.Owed, err = finish(ctx, js, pool, t, o.Tenant)
+		return err
+	}); err != nil {
 		return rep, fmt.Errorf("rebuild %s: applied, but not finished (the rebuild record stays; run it again): %w", t.Consumer, err)
 	}
 	rep.Took = time.Since(begin)
@@ -336,28 +342,30 @@ func start(ctx context.Context, pool *pgxpool.Pool, stream jetstream.Stream, t T
 }
 
 // finish removes the rebuild record, and with it the stored results that
-// are in the stream already (see the package comment). It holds the fence
-// so that no live batch stores a result meanwhile.
-func finish(ctx context.Context, js jetstream.JetStream, pool *pgxpool.Pool, t Target, tenant string) error {
+// are in the stream already (see the package comment), and returns how
+// many stored results are left for the relay. It holds the fence so that
+// no live batch stores a result meanwhile.
+func finish(ctx context.Context, js jetstream.JetStream, pool *pgxpool.Pool, t Target, tenant string) (int, error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM consumer_fences WHERE consumer = $1 FOR UPDATE`, t.Consumer); err != nil {
-		return err
+		return 0, err
 	}
+	owed := 0
 	if t.Results != nil {
 		// Live batches wait for the fence meanwhile: keep it short.
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := t.Results.catchUp(rctx, js)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("read results: %w", err)
+			return 0, fmt.Errorf("read results: %w", err)
 		}
 		ids, err := outbox.Held(ctx, tx, t.Consumer, tenant)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		var published []string
 		for _, id := range ids {
@@ -366,13 +374,14 @@ func finish(ctx context.Context, js jetstream.JetStream, pool *pgxpool.Pool, t T
 			}
 		}
 		if err := outbox.Drop(ctx, tx, published); err != nil {
-			return err
+			return 0, err
 		}
+		owed = len(ids) - len(published)
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM rebuilds WHERE consumer = $1 AND tenant_id = $2`, t.Consumer, scope(tenant)); err != nil {
-		return err
+		return 0, err
 	}
-	return tx.Commit(ctx)
+	return owed, tx.Commit(ctx)
 }
 
 // outlast runs op until it succeeds, fails with something other than an
