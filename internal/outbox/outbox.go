@@ -94,7 +94,9 @@ func insert(evs []event.Event) (string, []any, error) {
 			return "", nil, err
 		}
 		ids[i], tenants[i], types[i], bodies[i] = ev.ID(), bus.Tenant(ev), ev.Type(), b
-		consumers[i], _ = strings.CutPrefix(ev.Source(), "agentq/")
+		if c, ok := strings.CutPrefix(ev.Source(), "agentq/"); ok {
+			consumers[i] = c // agentq's results name their consumer so (bus.NewResult)
+		}
 	}
 	return `
 		INSERT INTO outbox (id, tenant_id, event_type, consumer, event)

@@ -4,16 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/database"
 	"github.com/agentq/agentq/internal/outbox"
 	"github.com/agentq/agentq/internal/rating"
 	"github.com/agentq/agentq/internal/replay"
@@ -40,7 +44,7 @@ func TestRatingsDuringARebuildArePublishedOnce(t *testing.T) {
 	// A short duplicate window, so a result published twice shows in the
 	// stream instead of being dropped by JetStream.
 	require.NoError(t, bus.EnsureStreams(ctx, n.JS, bus.StreamOptions{Duplicates: 100 * time.Millisecond}))
-	pool := testenv.Pool(t)
+	pool := ownPool(t)
 	reg, err := schemas.Load()
 	require.NoError(t, err)
 	tenant := testenv.Tenant(t)
@@ -166,4 +170,23 @@ func streamResults(t *testing.T, js jetstream.JetStream, tenant string) map[stri
 			return out
 		}
 	}
+}
+
+// ownPool opens a database no other package's tests use: the test's relay
+// (outbox.Flush) publishes every row of the outbox, and on a server at
+// AGENTQ_DATABASE_URL shared with tests running at the same time it would
+// publish and delete theirs. The PGlite dev database is this binary's own.
+func ownPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	if os.Getenv("AGENTQ_DATABASE_URL") == "" {
+		return testenv.Pool(t)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dbURL := testenv.FreshDatabase(t)
+	require.NoError(t, database.Migrate(ctx, dbURL, zerolog.Nop()))
+	pool, err := database.Open(ctx, dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close) // runs before the DROP
+	return pool
 }
