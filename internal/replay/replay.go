@@ -270,7 +270,7 @@ func recreated(ctx context.Context, pool *pgxpool.Pool, stream jetstream.Stream,
 	}
 	created := info.Created
 	if !info.TimeStamp.IsZero() {
-		// local = server - (server at mid-info - local mid-info); db likewise.
+		// Each clock's lead over ours, taken at the middle of its round trip.
 		natsAhead := info.TimeStamp.Sub(t0.Add(t1.Sub(t0) / 2))
 		dbAhead := dbNow.Sub(t1.Add(t2.Sub(t1) / 2))
 		created = created.Add(dbAhead - natsAhead)
