@@ -105,19 +105,23 @@ func runReplay(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger
 	consumer := fs.String("consumer", "", "consumer to rebuild: scorer, rater or indexer (required)")
 	tenant := fs.String("tenant", "", "rebuild only this tenant (default: every tenant)")
 	yes := fs.Bool("yes", false, "confirm: the consumer's derived state is deleted, then rebuilt from the stream")
-	truncated := fs.Bool("allow-truncated", false, "rebuild from what the stream still holds when its oldest events are gone")
+	truncated := fs.Bool("allow-truncated", false, "rebuild from what the stream still holds when its oldest events are gone, or it was deleted and created again since the consumer applied events")
 	rerate := fs.Bool("yes-rerate", false, "rater only: confirm that every event is rated again, by the rules")
 	fs.Usage = func() {
-		fmt.Fprintln(e.Stderr, `usage: agentq replay --consumer scorer|rater|indexer [--tenant T] --yes [--yes-rerate]
+		fmt.Fprintln(e.Stderr, `usage: agentq replay --consumer scorer|rater|indexer [--tenant T] --yes [--allow-truncated] [--yes-rerate]
 
 Rebuilds a consumer's derived state from stream AGENTQ while traffic flows and
 its copies keep running: the state is reset and the history re-applied by this
 command, publishing nothing (results are already in the stream); live copies
-withhold the tenant's results until the rebuild completes. The indexer's live
-copies hold the tenant's new events back until then (its decisions, such as
-the next free version, depend on the whole library), and the rebuild follows
-the decisions its results recorded. To re-embed after a model change without
-a rebuild, use agentq reindex.`)
+withhold the tenant's results until the rebuild completes. The rater's results
+of events live copies had not rated yet, and those they rate meanwhile, wait
+in the outbox and are published once, by the relay, after the rebuild. The
+indexer's live copies hold the tenant's new events back until then (its
+decisions, such as the next free version, depend on the whole library), and
+the rebuild follows the decisions its results recorded. A database outage is
+waited out (interrupt to give up); a rebuild that fails exits non-zero and
+leaves the tenant's results withheld until it is run again. To re-embed after
+a model change without a rebuild, use agentq reindex.`)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -183,8 +187,11 @@ a rebuild, use agentq reindex.`)
 	}
 	fmt.Fprintf(e.Stdout, "%s rebuilt for %s: %d events up to stream sequence %d in %s; nothing published\n",
 		*consumer, scope, rep.Events, rep.Horizon, rep.Took.Round(time.Millisecond))
+	if rep.Owed > 0 {
+		fmt.Fprintf(e.Stdout, "  %d results live processing had not published wait in the outbox; running copies' relays publish them\n", rep.Owed)
+	}
 	for reason, n := range rep.Skipped {
-		fmt.Fprintf(e.Stdout, "  %d events skipped (%s), as the live consumer dead-lettered them\n", n, reason)
+		fmt.Fprintf(e.Stdout, "  %d events skipped (%s): the live consumer dead-letters them too\n", n, reason)
 	}
 	if rep.FirstSeq > 1 {
 		fmt.Fprintf(e.Stdout, "  warning: the stream starts at sequence %d; earlier events were not replayed\n", rep.FirstSeq)

@@ -5,12 +5,19 @@
 // Relay publishes the rows left behind, so no committed result is lost, and
 // JetStream's duplicate window plus the consumers' inboxes make a second
 // publish harmless.
+//
+// A row names the consumer whose result it holds (the result's source,
+// agentq/<consumer>). While that consumer's state of the row's tenant is
+// being rebuilt (a rebuilds row, see internal/replay), the relay leaves
+// the row alone: results wait for the rebuild to complete, which first
+// drops the rows whose results are already in the stream (Held, Drop).
 package outbox
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,13 +64,21 @@ func (o *Outbox) Queue(b *pgx.Batch, evs ...event.Event) error {
 	if done := o.takePublished(); len(done) > 0 {
 		b.Queue(`DELETE FROM outbox WHERE id = ANY($1)`, done)
 	}
-	if len(evs) > 0 {
-		sql, args, err := insert(evs)
-		if err != nil {
-			return err
-		}
-		b.Queue(sql, args...)
+	return QueueAdd(b, evs...)
+}
+
+// QueueAdd adds to b the statement storing evs, as Add does in a
+// transaction: for a sender with no Outbox of its own (a rebuild's, see
+// internal/replay), whose rows the relay publishes.
+func QueueAdd(b *pgx.Batch, evs ...event.Event) error {
+	if len(evs) == 0 {
+		return nil
 	}
+	sql, args, err := insert(evs)
+	if err != nil {
+		return err
+	}
+	b.Queue(sql, args...)
 	return nil
 }
 
@@ -71,6 +86,7 @@ func insert(evs []event.Event) (string, []any, error) {
 	ids := make([]string, len(evs))
 	tenants := make([]string, len(evs))
 	types := make([]string, len(evs))
+	consumers := make([]string, len(evs))
 	bodies := make([][]byte, len(evs))
 	for i, ev := range evs {
 		b, err := bus.EncodeStructured(ev)
@@ -78,11 +94,14 @@ func insert(evs []event.Event) (string, []any, error) {
 			return "", nil, err
 		}
 		ids[i], tenants[i], types[i], bodies[i] = ev.ID(), bus.Tenant(ev), ev.Type(), b
+		if c, ok := strings.CutPrefix(ev.Source(), "agentq/"); ok {
+			consumers[i] = c // agentq's results name their consumer so (bus.NewResult)
+		}
 	}
 	return `
-		INSERT INTO outbox (id, tenant_id, event_type, event)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[])
-		ON CONFLICT (id) DO NOTHING`, []any{ids, tenants, types, bodies}, nil
+		INSERT INTO outbox (id, tenant_id, event_type, consumer, event)
+		SELECT i, t, y, nullif(c, ''), e FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[]) AS u(i, t, y, c, e)
+		ON CONFLICT (id) DO NOTHING`, []any{ids, tenants, types, consumers, bodies}, nil
 }
 
 // Outbox publishes stored results.
@@ -187,8 +206,9 @@ func (o *Outbox) deletePublished(ctx context.Context) error {
 }
 
 // Relay publishes, every interval, outbox rows older than minAge (rows a
-// crashed process left behind; younger rows are still being sent by their
-// writer), until ctx ends; then it deletes the rows of published events.
+// crashed process left behind, or results that waited for a rebuild;
+// younger rows are still being sent by their writer), until ctx ends; then
+// it deletes the rows of published events.
 func (o *Outbox) Relay(ctx context.Context, interval, minAge time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -212,7 +232,8 @@ func (o *Outbox) Relay(ctx context.Context, interval, minAge time.Duration) {
 }
 
 // Flush deletes the rows of events already published, then publishes up
-// to 1000 outbox rows older than minAge, and returns how many it sent. The
+// to 1000 outbox rows older than minAge, except those waiting for a
+// rebuild, and returns how many it sent. The
 // rows are locked while they are published (FOR UPDATE SKIP LOCKED), so
 // several relays — one per running copy — share the leftovers instead of
 // each publishing all of them.
@@ -225,11 +246,14 @@ func (o *Outbox) Flush(ctx context.Context, minAge time.Duration) (int, error) {
 		return 0, fmt.Errorf("outbox scan: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// Rows of a consumer whose tenant is being rebuilt wait for the
+	// rebuild (see the package comment).
 	rows, err := tx.Query(ctx, `
-		SELECT id, event FROM outbox
-		WHERE created_at < now() - make_interval(secs => $1)
-		ORDER BY created_at LIMIT 1000
-		FOR UPDATE SKIP LOCKED`, minAge.Seconds())
+		SELECT o.id, o.event FROM outbox o
+		WHERE o.created_at < now() - make_interval(secs => $1)
+		  AND NOT EXISTS (SELECT 1 FROM rebuilds r WHERE r.consumer = o.consumer AND r.tenant_id IN ('*', o.tenant_id))
+		ORDER BY o.created_at LIMIT 1000
+		FOR UPDATE OF o SKIP LOCKED`, minAge.Seconds())
 	if err != nil {
 		return 0, fmt.Errorf("outbox scan: %w", err)
 	}
@@ -287,3 +311,42 @@ func (discard) Queue(*pgx.Batch, ...event.Event) error { return nil }
 
 // Send publishes nothing.
 func (discard) Send(context.Context, []event.Event) error { return nil }
+
+// Hold waits, inside tx, until no relay is publishing consumer's rows of
+// tenant ("" every tenant), and keeps them locked until tx ends. Call it in
+// the transaction that records a rebuild of the tenant: once that commits,
+// relays leave the rows alone until the rebuild record is removed, so none
+// of them is published while the rebuild runs.
+func Hold(ctx context.Context, tx pgx.Tx, consumer, tenant string) error {
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM outbox WHERE consumer = $1 AND ($2 = '' OR tenant_id = $2) FOR UPDATE`, consumer, tenant); err != nil {
+		return fmt.Errorf("outbox hold: %w", err)
+	}
+	return nil
+}
+
+// Held returns the ids of consumer's rows of tenant ("" every tenant).
+func Held(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, consumer, tenant string) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT id FROM outbox WHERE consumer = $1 AND ($2 = '' OR tenant_id = $2)`, consumer, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("outbox held: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("outbox held: %w", err)
+	}
+	return ids, nil
+}
+
+// Drop deletes the rows ids inside tx: results found in the stream
+// already, which must not be published again.
+func Drop(ctx context.Context, tx pgx.Tx, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY($1)`, ids); err != nil {
+		return fmt.Errorf("outbox drop: %w", err)
+	}
+	return nil
+}

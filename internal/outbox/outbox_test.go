@@ -339,3 +339,44 @@ func TestTwoRelaysPublishEachLeftoverOnce(t *testing.T) {
 	require.Empty(t, e.rows(t))
 	require.Equal(t, uint64(len(evs)), e.stored(t))
 }
+
+// TestRelayHoldsResultsOfATenantBeingRebuilt: while a rebuild of the
+// scorer's state of the tenant is recorded, the relay leaves the scorer's
+// rows of the tenant alone (another consumer's, or another tenant's, go
+// out as usual); Held and Drop let the rebuild remove those already
+// published; once the record is gone the relay publishes the rest.
+func TestRelayHoldsResultsOfATenantBeingRebuilt(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	kept, published := e.result(t, validData), e.result(t, validData)
+	cause, err := bus.NewEvent(bus.Type("tool", "executed"), e.tenant, "test", map[string]any{"tool_name": "x", "success": true})
+	require.NoError(t, err)
+	other, err := bus.NewResult("other", bus.Type("quality", "changed"), cause, validData)
+	require.NoError(t, err)
+	e.add(t, true, kept, published, other)
+	_, err = e.pool.Exec(ctx, `INSERT INTO rebuilds (consumer, tenant_id, horizon) VALUES ('scorer', $1, 1)`, e.tenant)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = e.pool.Exec(ctx, `DELETE FROM rebuilds WHERE tenant_id = $1`, e.tenant) })
+
+	n, err := e.ob.Flush(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "only the other consumer's result")
+	e.requireStored(t, other)
+
+	tx, err := e.pool.Begin(ctx)
+	require.NoError(t, err)
+	held, err := outbox.Held(ctx, tx, "scorer", e.tenant)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{kept.ID(), published.ID()}, held)
+	require.NoError(t, outbox.Drop(ctx, tx, []string{published.ID()}))
+	_, err = tx.Exec(ctx, `DELETE FROM rebuilds WHERE consumer = 'scorer' AND tenant_id = $1`, e.tenant)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+
+	n, err = e.ob.Flush(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the held result, once its rebuild is over")
+	e.requireStored(t, kept)
+	require.Equal(t, uint64(2), e.stored(t))
+	require.Empty(t, e.rows(t))
+}

@@ -21,6 +21,9 @@ var (
 // Subjects are the rater's filter subjects.
 var Subjects = []string{"tool.executed.*", "prompt.used.*"}
 
+// ResultSubjects are the subjects the rater publishes its ratings on.
+var ResultSubjects = []string{"tool.rated.*", "prompt.rated.*"}
+
 // Target kinds, as the scorer names them.
 const (
 	TargetTool   = "tool"

@@ -13,7 +13,6 @@ import (
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/database"
-	"github.com/agentq/agentq/internal/outbox"
 	"github.com/agentq/agentq/internal/provider"
 	"github.com/agentq/agentq/internal/replay"
 )
@@ -118,9 +117,12 @@ func (r *Rater) RunnerOptions(o bus.RunnerOptions) bus.RunnerOptions {
 
 // RebuildTarget is the rater as agentq replay rebuilds it: the rules
 // rater (never an LLM: a rebuild must not spend tokens, and must give the
-// same answers every time), publishing nothing. Pass the live rater's
-// settings in opts.Rater (cfg.Rater), so the rebuild samples and skips as
-// it did; zero settings take the AGENTQ_RATER_* defaults.
+// same answers every time), publishing nothing. A rating the rebuild gives
+// an event whose tool.rated / prompt.rated is not in the stream (live
+// copies had not rated it yet) is stored in the outbox, and published
+// after the rebuild (replay.Results). Pass the live rater's settings in
+// opts.Rater (cfg.Rater), so the rebuild samples and skips as it did; zero
+// settings take the AGENTQ_RATER_* defaults.
 //
 // A rebuild replaces every rating of the rebuilt tenants by the rules'
 // rating of the same event — LLM ratings included, while the tool.rated
@@ -134,7 +136,8 @@ func RebuildTarget(pool *pgxpool.Pool, opts Options, log zerolog.Logger) replay.
 	if opts.Rater == (config.Rater{}) {
 		opts.Rater = defaults()
 	}
-	r := newRater(pool, outbox.Discard, opts, log)
+	results := replay.NewResults(ResultSubjects...)
+	r := newRater(pool, results, opts, log)
 	return replay.Target{
 		Consumer: opts.Consumer,
 		Subjects: Subjects,
@@ -142,6 +145,7 @@ func RebuildTarget(pool *pgxpool.Pool, opts Options, log zerolog.Logger) replay.
 			return Reset(ctx, tx, opts.Consumer, tenant)
 		},
 		Handler: r.Handle,
+		Results: results,
 	}
 }
 

@@ -101,4 +101,10 @@
 // would re-rate everything — spending tokens and giving different answers —
 // so RebuildTarget rebuilds with the rules only, and agentq replay
 // refuses --consumer rater unless --yes-rerate.
+//
+// A rating is a result of its event alone, so it must reach the stream
+// exactly once even while the tenant is rebuilt: a live copy stores the
+// rating it withholds then in the outbox, which holds it until the rebuild
+// completes, and the rebuild stores the ratings of events whose
+// tool.rated / prompt.rated is not in the stream yet (replay.Results).
 package rating

@@ -380,7 +380,7 @@ func (r *Rater) commit(ctx context.Context, items []*item) error {
 	}
 	defer tx.Close(ctx)
 	var rows []*item
-	var results []event.Event
+	var results, send []event.Event
 	spend := map[budgetKey]int64{}
 	for j, it := range todo {
 		if it.state == stRated && it.rating.Tokens > 0 {
@@ -392,14 +392,17 @@ func (r *Rater) commit(ctx context.Context, items []*item) error {
 			continue
 		}
 		rows = append(rows, it)
-		if claimed.Withheld(it.key.Tenant) {
-			continue
-		}
 		ev, err := r.result(it)
 		if err != nil {
 			return bus.Permanent(err)
 		}
+		// A rating is a result of its event alone: withheld while the
+		// tenant is rebuilt, it is stored all the same, and the relay
+		// publishes it once the rebuild is complete (see internal/replay).
 		results = append(results, ev)
+		if !claimed.Withheld(it.key.Tenant) {
+			send = append(send, ev)
+		}
 	}
 	b := &pgx.Batch{}
 	queueRatings(b, rows)
@@ -433,9 +436,9 @@ func (r *Rater) commit(ctx context.Context, items []*item) error {
 				Int("tokens", it.rating.Tokens).Bool("injection_suspected", it.rating.Injection).Msg("rated")
 		}
 	}
-	if err := r.out.Send(ctx, results); err != nil {
+	if err := r.out.Send(ctx, send); err != nil {
 		// Committed: the relay publishes what is left in the outbox.
-		r.log.Warn().Err(err).Int("events", len(results)).Msg("ratings left for the outbox relay")
+		r.log.Warn().Err(err).Int("events", len(send)).Msg("ratings left for the outbox relay")
 	}
 	return nil
 }
