@@ -129,7 +129,7 @@ func queueSaveTools(b *pgx.Batch, tenant string, tools map[string]*Tool) error {
 			ON CONFLICT (tenant_id, tool_name) DO UPDATE SET state = excluded.state, version = excluded.version,
 				expires = excluded.expires, held_back = excluded.held_back, quality = excluded.quality,
 				offences = excluded.offences, since = excluded.since, reason = excluded.reason, detail = excluded.detail`,
-			tenant, t.Name, string(t.State), t.Version, expires, t.HeldBack, t.Quality(), t.Offences, t.Since, t.Reason, raw)
+			tenant, t.Name, string(t.State), t.Version, expires, t.HeldBack, t.Quality(), t.Offences, t.Since, t.Reason, string(raw))
 	}
 	return nil
 }

@@ -1,0 +1,184 @@
+package health_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/config"
+	"github.com/agentq/agentq/internal/conformance"
+	"github.com/agentq/agentq/internal/health"
+	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/schemas"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// world is one test's NATS, database and publisher.
+type world struct {
+	nats   *testenv.NATS
+	pub    *bus.Publisher
+	tenant string
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	reg, err := schemas.Load()
+	require.NoError(t, err)
+	n := testenv.StartNATS(t)
+	return &world{nats: n, pub: bus.NewPublisher(n.JS, reg), tenant: testenv.Tenant(t)}
+}
+
+// fastConfig shortens the quarantine, the probation and the timers so a
+// whole episode fits in a test.
+func (w *world) config(t *testing.T) config.Config {
+	cfg := testenv.Config(t, w.nats.URL)
+	cfg.BatchSize = 20
+	cfg.AckWait = 5 * time.Second
+	cfg.ShutdownGrace = 5 * time.Second
+	cfg.Degrade.QuarantineBase = 2 * time.Second
+	cfg.Degrade.QuarantineMax = 10 * time.Second
+	cfg.Degrade.Probation = 2 * time.Second
+	cfg.Degrade.TimerEvery = 100 * time.Millisecond
+	cfg.Degrade.Poll = 50 * time.Millisecond
+	cfg.RelayInterval = 200 * time.Millisecond
+	cfg.RelayMinAge = time.Second
+	return cfg
+}
+
+func (w *world) start(t *testing.T, cfg config.Config) *testenv.Process {
+	return testenv.StartProcess(t, cfg, "degrader", health.Consumer)
+}
+
+func (w *world) event(t *testing.T, typ string, data map[string]any) event.Event {
+	t.Helper()
+	ev, err := bus.NewEvent(typ, w.tenant, "test-agent", data)
+	require.NoError(t, err)
+	return ev
+}
+
+func (w *world) publish(t *testing.T, evs ...event.Event) {
+	t.Helper()
+	for _, ev := range evs {
+		_, err := w.pub.PublishAsync(ev)
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, w.pub.Flush(ctx))
+}
+
+func (w *world) calls(t *testing.T, tool string, ok bool, n int) []event.Event {
+	evs := make([]event.Event, n)
+	for i := range evs {
+		evs[i] = w.event(t, health.TypeToolExecuted, map[string]any{"tool_name": tool, "success": ok})
+	}
+	return evs
+}
+
+type result struct {
+	Type   string
+	ID     string
+	Cause  string
+	Data   map[string]any
+	Seq    uint64
+	Tenant string
+}
+
+// results reads the degrader's results of the tenant back from the stream.
+func (w *world) results(t *testing.T) []result {
+	t.Helper()
+	var out []result
+	for _, d := range conformance.History(t, w.nats.JS, health.ResultSubjects, w.tenant) {
+		var data map[string]any
+		require.NoError(t, json.Unmarshal(d.Event.Data(), &data))
+		out = append(out, result{Type: d.Event.Type(), ID: d.Event.ID(), Cause: bus.Causation(d.Event), Data: data, Seq: d.StreamSeq, Tenant: d.Tenant})
+	}
+	return out
+}
+
+// allResults counts every result message of the tenant in the stream,
+// duplicates included (History leaves repeated ids out).
+func (w *world) countMessages(t *testing.T, subjects ...string) int {
+	t.Helper()
+	ctx := context.Background()
+	s, err := w.nats.JS.Stream(ctx, bus.StreamName)
+	require.NoError(t, err)
+	n := 0
+	for _, subj := range subjects {
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(subj[:len(subj)-1]+w.tenant))
+		require.NoError(t, err)
+		for _, c := range info.State.Subjects {
+			n += int(c)
+		}
+	}
+	return n
+}
+
+func states(rs []result, tool string) []string {
+	var out []string
+	for _, r := range rs {
+		if r.Type == health.TypeRejected || r.Data["tool_name"] != tool {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s>%s", r.Data["previous_state"], r.Data["state"]))
+	}
+	return out
+}
+
+func indexOf(evs []event.Event, id string) int {
+	for i, ev := range evs {
+		if ev.ID() == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// A tool that breaks is degraded within three calls and quarantined within
+// ten; with no traffic at all its quarantine expires into probation and the
+// probation into health, each announced once although two copies run.
+func TestHardDropQuarantineExpiryProbation(t *testing.T) {
+	w := newWorld(t)
+	cfg := w.config(t)
+	a := w.start(t, cfg)
+	b := w.start(t, cfg)
+	defer a.Stop()
+	defer b.Stop()
+	var evs []event.Event
+	for _, name := range []string{"good-1", "good-2", "good-3"} {
+		evs = append(evs, w.event(t, health.TypeToolRegistered, map[string]any{"name": name, "description": "a tool"}))
+	}
+	evs = append(evs, w.calls(t, "flaky", true, 40)...)
+	drop := len(evs)
+	evs = append(evs, w.calls(t, "flaky", false, 12)...)
+	w.publish(t, evs...)
+
+	// The first failure puts it in warning (logged, not published).
+	want := []string{"warning>degraded", "degraded>quarantined", "quarantined>probation", "probation>healthy"}
+	var rs []result
+	testenv.Eventually(t, time.Minute, func() bool { rs = w.results(t); return len(states(rs, "flaky")) >= len(want) },
+		"flaky went through %v; got %v", want, states(rs, "flaky"))
+	require.Equal(t, want, states(rs, "flaky"))
+	require.Equal(t, health.TypeToolDegraded, rs[0].Type)
+	require.LessOrEqual(t, indexOf(evs, rs[0].Cause)-drop+1, 3, "degraded within 3 calls of the drop")
+	require.Equal(t, health.TypeToolQuarantined, rs[1].Type)
+	require.LessOrEqual(t, indexOf(evs, rs[1].Cause)-drop+1, 10, "quarantined within 10 calls of the drop")
+	q := rs[1].Data["quarantine"].(map[string]any)
+	require.EqualValues(t, 1, q["offence"])
+	require.NotEmpty(t, q["expires_at"])
+	require.Equal(t, health.TypeToolRecovered, rs[2].Type)
+	require.Equal(t, health.TypeToolRecovered, rs[3].Type)
+	for i := 1; i < len(rs); i++ {
+		require.Greater(t, rs[i].Data["version"], rs[i-1].Data["version"], "per-tool versions grow with each transition")
+	}
+	// Exactly one message per transition although both copies ran timers.
+	require.Equal(t, len(rs), w.countMessages(t, health.ResultSubjects...))
+}
