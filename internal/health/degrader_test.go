@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -15,6 +16,8 @@ import (
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/conformance"
 	"github.com/agentq/agentq/internal/health"
+	"github.com/agentq/agentq/internal/outbox"
+	"github.com/agentq/agentq/internal/replay"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/schemas"
 )
@@ -181,4 +184,153 @@ func TestHardDropQuarantineExpiryProbation(t *testing.T) {
 	}
 	// Exactly one message per transition although both copies ran timers.
 	require.Equal(t, len(rs), w.countMessages(t, health.ResultSubjects...))
+}
+
+// toolStates reads every tool's state, version, offences and held-back flag
+// of the tenant from the degrader's table.
+func toolStates(t *testing.T, pool interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, tenant string) map[string]string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT tool_name, state, version, offences, held_back, detail::text FROM health_tools WHERE tenant_id = $1`, tenant)
+	require.NoError(t, err)
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var name, state, detail string
+		var version int64
+		var offences int
+		var held bool
+		require.NoError(t, rows.Scan(&name, &state, &version, &offences, &held, &detail))
+		out[name] = fmt.Sprintf("%s v%d offences=%d held=%v %s", state, version, offences, held, detail)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// The share cap holds exactly for small toolboxes: with every tool failing,
+// at most floor(0.5 × n) are quarantined; the rest stay degraded with an
+// alert that says the cap held them back.
+func TestShareCapIsExact(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 100} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			w := newWorld(t)
+			p := w.start(t, w.config(t))
+			defer p.Stop()
+			var evs []event.Event
+			for i := 0; i < n; i++ {
+				tool := fmt.Sprintf("tool-%03d", i)
+				evs = append(evs, w.calls(t, tool, true, 20)...)
+			}
+			for round := 0; round < 12; round++ {
+				for i := 0; i < n; i++ {
+					evs = append(evs, w.calls(t, fmt.Sprintf("tool-%03d", i), false, 1)...)
+				}
+			}
+			w.publish(t, evs...)
+			quarantined, held := 0, 0
+			testenv.Eventually(t, 2*time.Minute, func() bool {
+				quarantined, held = 0, 0
+				for _, r := range w.results(t) {
+					if r.Type == health.TypeToolQuarantined {
+						quarantined++
+					}
+					if r.Type == health.TypeToolDegraded && r.Data["held_back"] == true {
+						held++
+					}
+				}
+				return quarantined+held == n
+			}, "every tool quarantined or held back: %d quarantined, %d held of %d", quarantined, held, n)
+			require.Equal(t, n/2, quarantined, "floor(0.5 × %d) quarantined", n)
+			require.Equal(t, n-n/2, held)
+			for _, r := range w.results(t) {
+				if r.Data["held_back"] == true {
+					require.Contains(t, r.Data["reason"], "share cap")
+				}
+			}
+		})
+	}
+}
+
+// An operator's release lifts a quarantine at once into probation and says
+// who and why; releasing a tool that is not quarantined is refused.
+func TestOperatorRelease(t *testing.T) {
+	w := newWorld(t)
+	cfg := w.config(t)
+	cfg.Degrade.QuarantineBase = time.Hour // only the release can end it
+	cfg.Degrade.QuarantineMax = time.Hour
+	p := w.start(t, cfg)
+	defer p.Stop()
+	var evs []event.Event
+	for _, name := range []string{"a", "b", "c"} {
+		evs = append(evs, w.event(t, health.TypeToolRegistered, map[string]any{"name": name, "description": "a tool"}))
+	}
+	evs = append(evs, w.calls(t, "flaky", true, 30)...)
+	evs = append(evs, w.calls(t, "flaky", false, 12)...)
+	w.publish(t, evs...)
+	testenv.Eventually(t, time.Minute, func() bool { return len(states(w.results(t), "flaky")) >= 2 }, "quarantined")
+	rel := w.event(t, health.TypeToolReleased, map[string]any{"tool_name": "flaky", "reason": "backend fixed", "released_by": "ops-alice"})
+	bad := w.event(t, health.TypeToolReleased, map[string]any{"tool_name": "a", "released_by": "ops-alice"})
+	start := time.Now()
+	w.publish(t, rel, bad)
+	var rs []result
+	testenv.Eventually(t, 10*time.Second, func() bool { rs = w.results(t); return len(rs) >= 4 }, "release answered")
+	took := time.Since(start)
+	require.Equal(t, []string{"warning>degraded", "degraded>quarantined", "quarantined>probation"}, states(rs, "flaky"))
+	var release, rejected *result
+	for i := range rs {
+		switch {
+		case rs[i].Type == health.TypeToolRecovered:
+			release = &rs[i]
+		case rs[i].Type == health.TypeRejected:
+			rejected = &rs[i]
+		}
+	}
+	require.NotNil(t, release)
+	require.Equal(t, rel.ID(), release.Cause)
+	require.Equal(t, "released by ops-alice: backend fixed", release.Data["reason"])
+	require.NotNil(t, rejected)
+	require.Equal(t, bad.ID(), rejected.Cause)
+	require.Contains(t, rejected.Data["reason"], "not quarantined")
+	t.Logf("release answered in %s", took)
+}
+
+// A rebuild into empty tables reaches the live states, tool by tool, and
+// publishes nothing: no transition, no timer.
+func TestReplayEqualsLiveAndPublishesNothing(t *testing.T) {
+	w := newWorld(t)
+	cfg := w.config(t)
+	p := w.start(t, cfg)
+	var evs []event.Event
+	for i, tool := range []string{"steady", "broken", "sliding", "rated"} {
+		evs = append(evs, w.calls(t, tool, true, 30+i)...)
+	}
+	evs = append(evs, w.calls(t, "broken", false, 15)...)
+	for i := 0; i < 60; i++ {
+		evs = append(evs, w.calls(t, "sliding", i%3 != 0, 1)...)
+		evs = append(evs, w.event(t, health.TypeToolRated, map[string]any{"tool_name": "rated", "rating": 0.1, "rater_kind": "rules", "rater": "rules:v1"}))
+	}
+	w.publish(t, evs...)
+	// Let the whole episode run out: quarantine, probation, recovery.
+	testenv.Eventually(t, time.Minute, func() bool {
+		s := states(w.results(t), "broken")
+		return len(s) > 0 && s[len(s)-1] == "probation>healthy"
+	}, "broken recovered: %v", states(w.results(t), "broken"))
+	live := toolStates(t, p.Deps.Pool, w.tenant)
+	before := w.countMessages(t, append(append([]string{}, health.ResultSubjects...), "degrader.timer.*")...)
+	p.Stop()
+
+	pool := testenv.Pool(t)
+	reg, err := schemas.Load()
+	require.NoError(t, err)
+	rep, err := replay.Rebuild(context.Background(), w.nats.JS, pool, reg,
+		health.RebuildTarget(pool, outbox.New(pool, w.pub, testenv.Logger(t)), health.Options{Params: health.ParamsFrom(cfg.Degrade)}, testenv.Logger(t)),
+		replay.Options{Tenant: w.tenant, BatchSize: 7, Log: testenv.Logger(t)})
+	require.NoError(t, err)
+	require.Greater(t, rep.Events, len(evs))
+	require.Equal(t, live, toolStates(t, pool, w.tenant))
+	var outboxRows int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE tenant_id = $1`, w.tenant).Scan(&outboxRows))
+	require.Zero(t, outboxRows, "nothing left to publish")
+	require.Equal(t, before, w.countMessages(t, append(append([]string{}, health.ResultSubjects...), "degrader.timer.*")...))
 }
