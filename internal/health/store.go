@@ -175,3 +175,54 @@ func rebuilding(ctx context.Context, db interface {
 }
 
 var _ = database.Classify
+
+// Health is one tool's health as agentq tool health shows it.
+type Health struct {
+	Tenant   string    `json:"tenant"`
+	Tool     string    `json:"tool"`
+	State    State     `json:"state"`
+	Quality  float64   `json:"quality"`
+	Baseline float64   `json:"baseline_failure_rate"`
+	Calls    int64     `json:"calls"`
+	Ratings  int64     `json:"ratings"`
+	Evidence float64   `json:"evidence"`
+	Offences int       `json:"offences"`
+	HeldBack bool      `json:"held_back,omitempty"`
+	Since    time.Time `json:"since"`
+	Expires  time.Time `json:"expires,omitzero"`
+	Reason   string    `json:"reason,omitempty"`
+	Version  int64     `json:"version"`
+}
+
+// List returns the health of every tool of tenant ("" = every tenant),
+// by tenant and name, computed with p for the figures.
+func List(ctx context.Context, db interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, tenant string, p Params) ([]Health, error) {
+	rows, err := db.Query(ctx, `SELECT tenant_id, detail FROM health_tools WHERE ($1 = '' OR tenant_id = $1) ORDER BY tenant_id, tool_name`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("list tool health: %w", err)
+	}
+	defer rows.Close()
+	var out []Health
+	for rows.Next() {
+		var tn string
+		var raw []byte
+		if err := rows.Scan(&tn, &raw); err != nil {
+			return nil, fmt.Errorf("list tool health: %w", err)
+		}
+		var t Tool
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return nil, fmt.Errorf("list tool health: %w", err)
+		}
+		e, _ := t.evidence(p)
+		h := Health{Tenant: tn, Tool: t.Name, State: t.State, Quality: t.Quality(), Baseline: t.Signals[Calls].Base.rate(p),
+			Calls: t.Signals[Calls].N, Ratings: t.Signals[Ratings].N, Evidence: e, Offences: t.Offences, HeldBack: t.HeldBack,
+			Since: t.Since, Reason: t.Reason, Version: t.Version}
+		if t.State == Quarantined || t.State == Probation {
+			h.Expires = t.Expires
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
