@@ -1,5 +1,6 @@
-// Command degrader watches every tool's health and publishes tool.degraded,
-// tool.quarantined and tool.recovered. Configuration: AGENTQ_* (see README).
+// Command degrader watches every tool's health, publishes tool.degraded,
+// tool.quarantined and tool.recovered, and delivers them to the configured
+// webhooks. Configuration: AGENTQ_* (see README).
 package main
 
 import (
@@ -7,6 +8,7 @@ import (
 
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/health"
+	"github.com/agentq/agentq/internal/webhook"
 )
 
-func main() { os.Exit(app.Main("degrader", health.Consumer)) }
+func main() { os.Exit(app.Main("degrader", health.Consumer, webhook.Consumer)) }

@@ -25,10 +25,11 @@ import (
 	"github.com/agentq/agentq/internal/indexer"
 	"github.com/agentq/agentq/internal/quality"
 	"github.com/agentq/agentq/internal/rating"
+	"github.com/agentq/agentq/internal/webhook"
 )
 
 // Consumers are every consumer agentq has so far, as agentq dev runs them.
-var Consumers = []app.Consumer{indexer.Consumer, quality.Consumer, rating.Consumer, health.Consumer}
+var Consumers = []app.Consumer{indexer.Consumer, quality.Consumer, rating.Consumer, health.Consumer, webhook.Consumer}
 
 func init() {
 	register("dev", "run everything in one process: embedded NATS, dev database, migrations, all consumers", runDev)

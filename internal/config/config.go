@@ -61,6 +61,14 @@ type Degrade struct {
 	Poll, TimerEvery              time.Duration
 }
 
+// Alerts configures alert delivery (AGENTQ_ALERT_*).
+type Alerts struct {
+	WebhookURL     string        // endpoints, see internal/webhook.ParseEndpoints
+	WebhookSecret  string        // default Standard Webhooks secret
+	WebhookTimeout time.Duration // one POST
+	WebhookGiveUp  time.Duration // oldest alert still retried
+}
+
 // Search configures the indexer's search service (AGENTQ_SEARCH_*), the
 // 3-stage pipeline of seeds 000/001.
 type Search struct {
@@ -117,6 +125,7 @@ type Config struct {
 	EmbedTools        string        // AGENTQ_EMBED_TOOLS: auto, lexical, sentence or provider
 	Rater             Rater         // AGENTQ_RATER_*
 	Degrade           Degrade       // AGENTQ_DEGRADE_*
+	Alerts            Alerts        // AGENTQ_ALERT_*
 	Search            Search        // AGENTQ_SEARCH_*
 	IndexerWriters    int           // AGENTQ_INDEXER_WRITERS
 }
@@ -170,6 +179,10 @@ var Vars = []Var{
 	{"AGENTQ_DEGRADE_MAX_QUARANTINED_SHARE", "0.5", "most of a tenant's known tools quarantined at once (rounded down: never the only tool)"},
 	{"AGENTQ_DEGRADE_POLL", "250ms", "how often a degrader copy looks for settled events to fold when not woken by its own"},
 	{"AGENTQ_DEGRADE_TIMER_EVERY", "1s", "how often a degrader copy looks for quarantines and probations that ended"},
+	{"AGENTQ_ALERT_WEBHOOK_URL", "", "webhook endpoints for alerts, space-separated: URL[;tenant=a,b][;secret=whsec_...][;format=cloudevents|slack]"},
+	{"AGENTQ_ALERT_WEBHOOK_SECRET", "", "Standard Webhooks secret (whsec_...) signing every endpoint without its own"},
+	{"AGENTQ_ALERT_WEBHOOK_TIMEOUT", "10s", "longest one webhook POST may take"},
+	{"AGENTQ_ALERT_WEBHOOK_GIVE_UP", "24h", "how long an alert is retried while an endpoint fails, before it is dead-lettered"},
 	{"AGENTQ_RATER_TIMEOUT", "5s", "longest one rating call may take, retries included"},
 	{"AGENTQ_RATER_CONCURRENCY", "16", "ratings in flight at once per batch"},
 	{"AGENTQ_RATER_SAMPLE", "1", "share of events rated, 0..1, chosen by a hash of the event id (replays and copies agree)"},
@@ -330,6 +343,10 @@ func Load(getenv func(string) string) (Config, error) {
 			MaxInputTokens: num("AGENTQ_RATER_MAX_INPUT_TOKENS"),
 			Summarize:      boolean("AGENTQ_RATER_SUMMARIZE"), Rerate: boolean("AGENTQ_RATER_RERATE"),
 		},
+		Alerts: Alerts{
+			WebhookURL: get("AGENTQ_ALERT_WEBHOOK_URL"), WebhookSecret: get("AGENTQ_ALERT_WEBHOOK_SECRET"),
+			WebhookTimeout: dur("AGENTQ_ALERT_WEBHOOK_TIMEOUT"), WebhookGiveUp: dur("AGENTQ_ALERT_WEBHOOK_GIVE_UP"),
+		},
 		Degrade: Degrade{
 			Evidence: float("AGENTQ_DEGRADE_EVIDENCE"), SlowEvidence: float("AGENTQ_DEGRADE_SLOW_EVIDENCE"),
 			Shift: float("AGENTQ_DEGRADE_SHIFT"), QuarantineEvidence: float("AGENTQ_DEGRADE_QUARANTINE_EVIDENCE"),
@@ -396,6 +413,8 @@ func (c Config) Validate() error {
 	check(c.HandlerTimeout > 0, "AGENTQ_HANDLER_TIMEOUT must be positive")
 	check(c.LLM.MaxRPS >= 0, "AGENTQ_LLM_MAX_RPS must not be negative")
 	check(c.LLM.MaxRetries >= 0, "AGENTQ_LLM_MAX_RETRIES must not be negative")
+	check(c.Alerts.WebhookTimeout > 0, "AGENTQ_ALERT_WEBHOOK_TIMEOUT must be positive")
+	check(c.Alerts.WebhookGiveUp > 0, "AGENTQ_ALERT_WEBHOOK_GIVE_UP must be positive")
 	check(c.Degrade.Poll > 0, "AGENTQ_DEGRADE_POLL must be positive")
 	check(c.Degrade.TimerEvery > 0, "AGENTQ_DEGRADE_TIMER_EVERY must be positive")
 	check(c.Rater.Timeout > 0, "AGENTQ_RATER_TIMEOUT must be positive")
