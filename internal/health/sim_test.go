@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 )
@@ -204,20 +205,46 @@ func oscillate(p Params, calls, runs int, seed uint64) float64 {
 	return float64(pairs) / float64(runs) / (float64(calls) / 1000)
 }
 
-func TestSimulationPrint(t *testing.T) {
+// TestDetectionTable is the operator docs' detection table: each row of
+// the bars, thousands of simulated runs of the real detector, asserted.
+// Run it with -v to print the table.
+func TestDetectionTable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulation: thousands of runs per row")
+	}
 	p := DefaultParams()
-	for _, p0 := range []float64{0, 0.01, 0.02, 0.05, 0.10, 0.20} {
-		d, q := hardDrop(p, p0, 2000, 1)
-		t.Logf("hard drop p0=%.2f: degraded p50 %d p99 %d max %d; quarantined p50 %d p99 %d (runs %d)", p0,
-			quantile(d, 0.5), quantile(d, 0.99), quantile(d, 1), quantile(q, 0.5), quantile(q, 0.99), len(d))
+	var rows []string
+	row := func(scenario, bar, got string, ok bool) {
+		mark := "yes"
+		if !ok {
+			mark = "NO"
+			t.Errorf("%s: %s, measured %s", scenario, bar, got)
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s |", scenario, bar, got, mark))
 	}
-	for _, p0 := range []float64{0.02, 0.05, 0.10, 0.20} {
-		d, q, w := noisy(p, p0, 10000, 500, 2)
-		t.Logf("noisy p0=%.2f 10k calls: degraded %.3f quarantined %.4f warnings %.2f per run", p0, d, q, w)
-	}
+	d, q := hardDrop(p, 0.02, 2000, 1)
+	row("hard drop (every call fails), baseline 2 % failures", "tool.degraded within 3 calls (p99)",
+		fmt.Sprintf("p50 %d, p99 %d, max %d calls", quantile(d, 0.5), quantile(d, 0.99), quantile(d, 1)), quantile(d, 0.99) <= 3)
+	row("same, to quarantine", "within 10 calls (p99)",
+		fmt.Sprintf("p50 %d, p99 %d, max %d calls", quantile(q, 0.5), quantile(q, 0.99), quantile(q, 1)), quantile(q, 0.99) <= 10)
+	deg, quar, warn := noisy(p, 0.10, 10000, 1000, 2)
+	row("healthy tool, 10 % random failures, 10,000 calls", "≤ 0.01 false quarantines, ≤ 1 degraded alert",
+		fmt.Sprintf("%.4f quarantines, %.2f alerts (and %.1f silent warnings) per 10,000 calls", quar, deg, warn), quar <= 0.01 && deg <= 1)
 	sl := slide(p, 2000, 3)
-	t.Logf("slide: p50 %d p99 %d max %d (runs %d)", quantile(sl, 0.5), quantile(sl, 0.99), quantile(sl, 1), len(sl))
+	row("slow slide from 95 % to 40 % success over 500 calls", "degraded within 25 calls of crossing 60 % (p99)",
+		fmt.Sprintf("p99 %d, max %d calls after crossing (most alert before it)", quantile(sl, 0.99), quantile(sl, 1)), quantile(sl, 0.99) <= 25 && quantile(sl, 1) >= 0)
 	rd := ratingDrop(p, 2000, 4)
-	t.Logf("ratings: p50 %d p99 %d max %d", quantile(rd, 0.5), quantile(rd, 0.99), quantile(rd, 1))
-	t.Logf("oscillation: %.3f pairs per 1000 calls", oscillate(p, 10000, 200, 5))
+	row("success flat, ratings drop from 0.9 to 0.2", "degraded within 10 rated calls (p99)",
+		fmt.Sprintf("p50 %d, p99 %d rated calls", quantile(rd, 0.5), quantile(rd, 0.99)), quantile(rd, 0.99) <= 10 && quantile(rd, 0) > 0)
+	osc := oscillate(p, 10000, 200, 5)
+	row("tool oscillating ±5 points around its threshold every 50 calls", "≤ 1 degraded/recovered pair per 1,000 calls",
+		fmt.Sprintf("%.2f pairs per 1,000 calls", osc), osc <= 1)
+	t.Log("\n| scenario | must hold | measured | met |\n|---|---|---|---|\n" + strings.Join(rows, "\n"))
+
+	var delays []string
+	for _, p0 := range []float64{0, 0.01, 0.02, 0.05, 0.10, 0.20} {
+		d, q := hardDrop(p, p0, 2000, 6)
+		delays = append(delays, fmt.Sprintf("| %.0f %% | %d / %d | %d / %d |", 100*p0, quantile(d, 0.5), quantile(d, 0.99), quantile(q, 0.5), quantile(q, 0.99)))
+	}
+	t.Log("\n| baseline failures | hard drop → degraded, calls p50 / p99 | → quarantined, calls p50 / p99 |\n|---|---|---|\n" + strings.Join(delays, "\n"))
 }
