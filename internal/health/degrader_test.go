@@ -17,6 +17,7 @@ import (
 	"github.com/agentq/agentq/internal/conformance"
 	"github.com/agentq/agentq/internal/health"
 	"github.com/agentq/agentq/internal/outbox"
+	"github.com/agentq/agentq/internal/rating"
 	"github.com/agentq/agentq/internal/replay"
 	"github.com/agentq/agentq/internal/testenv"
 	"github.com/agentq/agentq/schemas"
@@ -333,4 +334,41 @@ func TestReplayEqualsLiveAndPublishesNothing(t *testing.T) {
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE tenant_id = $1`, w.tenant).Scan(&outboxRows))
 	require.Zero(t, outboxRows, "nothing left to publish")
 	require.Equal(t, before, w.countMessages(t, append(append([]string{}, health.ResultSubjects...), "degrader.timer.*")...))
+}
+
+// A tool whose calls succeed but whose output is garbage degrades through
+// the real rater: its rules rate error-like output low, and the degrader
+// reads the ratings.
+func TestGarbageOutputDegradesThroughTheRater(t *testing.T) {
+	w := newWorld(t)
+	cfg := w.config(t)
+	p := testenv.StartProcess(t, cfg, "rater+degrader", rating.Consumer, health.Consumer)
+	defer p.Stop()
+	var evs []event.Event
+	for i := 0; i < 30; i++ {
+		evs = append(evs, w.event(t, health.TypeToolExecuted, map[string]any{"tool_name": "scraper", "success": true,
+			"input": map[string]any{"url": fmt.Sprintf("https://example.com/%d", i)}, "output": fmt.Sprintf("Title: page %d. The page lists prices and opening hours.", i)}))
+	}
+	drop := len(evs)
+	for i := 0; i < 10; i++ {
+		evs = append(evs, w.event(t, health.TypeToolExecuted, map[string]any{"tool_name": "scraper", "success": true,
+			"input": map[string]any{"url": fmt.Sprintf("https://example.com/x%d", i)}, "output": "Error: upstream returned 502 Bad Gateway"}))
+	}
+	w.publish(t, evs...)
+	var rs []result
+	testenv.Eventually(t, time.Minute, func() bool { rs = w.results(t); return len(rs) > 0 }, "scraper degraded")
+	require.Equal(t, health.TypeToolDegraded, rs[0].Type)
+	require.Contains(t, rs[0].Data["reason"], "ratings")
+	// The cause is the rater's tool.rated; it rated one of the garbage calls.
+	rated := conformance.History(t, w.nats.JS, []string{"tool.rated.*"}, w.tenant)
+	var causeCall string
+	for _, d := range rated {
+		if d.Event.ID() == rs[0].Cause {
+			causeCall = bus.Causation(d.Event)
+		}
+	}
+	require.NotEmpty(t, causeCall, "degraded by a rating")
+	idx := indexOf(evs, causeCall)
+	require.GreaterOrEqual(t, idx, drop)
+	require.LessOrEqual(t, idx-drop+1, 10, "within 10 rated calls of the drop")
 }
