@@ -63,12 +63,21 @@ type Degrader struct {
 	fold *folder
 	log  zerolog.Logger
 	wake chan uint64
+	// retry holds, per tenant whose fold failed, when to try again and the
+	// last pause, so a fold that keeps failing is not retried (and logged)
+	// on every poll.
+	retry map[string]backoff
+}
+
+type backoff struct {
+	next  time.Time
+	pause time.Duration
 }
 
 // New returns a degrader over pool publishing through out.
 func New(pool *pgxpool.Pool, out Sender, opts Options, log zerolog.Logger, observe func(string, []Transition)) *Degrader {
 	opts = opts.withDefaults()
-	return &Degrader{pool: pool, opts: opts, log: log, wake: make(chan uint64, 1),
+	return &Degrader{pool: pool, opts: opts, log: log, wake: make(chan uint64, 1), retry: map[string]backoff{},
 		fold: &folder{pool: pool, out: out, consumer: opts.Consumer, p: opts.Params, log: log, observe: observe}}
 }
 
@@ -191,9 +200,21 @@ func (g *Degrader) foldAll(ctx context.Context, floor uint64) {
 		g.log.Warn().Err(err).Msg("degrader: pending tenants")
 		return
 	}
+	now := time.Now()
 	for _, t := range tenants {
-		if err := g.fold.fold(ctx, t, floor); err != nil && ctx.Err() == nil {
-			g.log.Warn().Err(err).Str("tenant", t).Msg("degrader: fold")
+		b, failing := g.retry[t]
+		if failing && now.Before(b.next) {
+			continue
+		}
+		err := g.fold.fold(ctx, t, floor)
+		switch {
+		case err == nil:
+			delete(g.retry, t)
+		case ctx.Err() == nil:
+			b.pause = min(max(2*b.pause, 100*time.Millisecond), 30*time.Second)
+			b.next = now.Add(b.pause)
+			g.retry[t] = b
+			g.log.Warn().Err(err).Str("tenant", t).Dur("retry_in", b.pause).Msg("degrader: fold failed; its decisions wait")
 		}
 	}
 }
@@ -354,6 +375,7 @@ func NewConsumer(opts Options) app.Consumer {
 func RebuildTarget(pool *pgxpool.Pool, out Sender, opts Options, log zerolog.Logger) replay.Target {
 	opts = opts.withDefaults()
 	g := New(pool, relayOnly{out}, opts, log, nil)
+	g.fold.rebuild = true
 	return replay.Target{
 		Consumer: opts.Consumer,
 		Subjects: Subjects,

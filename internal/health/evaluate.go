@@ -28,6 +28,9 @@ type folder struct {
 	p        Params
 	log      zerolog.Logger
 	observe  func(tenant string, trs []Transition) // metrics and logs; may be nil
+	// rebuild: this folder is a rebuild's, which folds while the tenant's
+	// rebuild record exists; a live folder leaves such a tenant alone.
+	rebuild bool
 }
 
 // fold applies tenant's facts with sequences up to through, in stream
@@ -40,6 +43,21 @@ func (f *folder) fold(ctx context.Context, tenant string, through uint64) error 
 		return database.Classify(fmt.Errorf("fold %s: %w", tenant, err))
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if !f.rebuild {
+		// The fence orders this fold with a rebuild's reset: a fold either
+		// commits before the reset, or sees the rebuild record after it
+		// and leaves the tenant to the rebuild.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM consumer_fences WHERE consumer = $1 FOR SHARE`, f.consumer); err != nil {
+			return database.Classify(fmt.Errorf("fold %s: %w", tenant, err))
+		}
+		var busy bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM rebuilds WHERE consumer = $1 AND tenant_id IN ('*', $2))`, f.consumer, tenant).Scan(&busy); err != nil {
+			return database.Classify(fmt.Errorf("fold %s: %w", tenant, err))
+		}
+		if busy {
+			return nil
+		}
+	}
 	row, ok, err := lockTenant(ctx, tx, tenant)
 	if err != nil || !ok || row.evaluated >= through {
 		return database.Classify(err)
