@@ -138,6 +138,8 @@ var invalidWant = map[string]string{
 	"tool.registered.v1.invalid-bad-name.json":                               "/name",
 	"tool.registered.v1.invalid-input-schema-not-object.json":                "/input_schema: got string, want object",
 	"tool.registered.v1.invalid-missing-description.json":                    "/description: missing",
+	"degrader.timer.v1.invalid-bad-tool-name.json":                           "/tool_name",
+	"degrader.timer.v1.invalid-missing-due-at.json":                          "/due_at: missing",
 	"tool.released.v1.invalid-bad-tool-name.json":                            "/tool_name",
 	"tool.released.v1.invalid-missing-tool-name.json":                        "/tool_name: missing",
 }

@@ -48,6 +48,27 @@ type Rater struct {
 	Rerate         bool          // rate events that already carry llm_rating
 }
 
+// Degrade configures the degrader (AGENTQ_DEGRADE_*); internal/health
+// documents each figure and turns it into its detector's parameters.
+type Degrade struct {
+	Evidence, SlowEvidence, Shift float64
+	QuarantineEvidence            float64 // multiple of the alert's evidence
+	QuarantineAfter, MinCalls     int
+	Threshold, RatingThreshold    float64
+	QuarantineBase, QuarantineMax time.Duration
+	OffenceDecay, Probation       time.Duration
+	MaxQuarantinedShare           float64
+	Poll, TimerEvery              time.Duration
+}
+
+// Alerts configures alert delivery (AGENTQ_ALERT_*).
+type Alerts struct {
+	WebhookURL     string        // endpoints, see internal/webhook.ParseEndpoints
+	WebhookSecret  string        // default Standard Webhooks secret
+	WebhookTimeout time.Duration // one POST
+	WebhookGiveUp  time.Duration // oldest alert still retried
+}
+
 // Search configures the indexer's search service (AGENTQ_SEARCH_*), the
 // 3-stage pipeline of seeds 000/001.
 type Search struct {
@@ -103,6 +124,8 @@ type Config struct {
 	EmbedPrompts      string        // AGENTQ_EMBED_PROMPTS: auto, lexical, sentence or provider
 	EmbedTools        string        // AGENTQ_EMBED_TOOLS: auto, lexical, sentence or provider
 	Rater             Rater         // AGENTQ_RATER_*
+	Degrade           Degrade       // AGENTQ_DEGRADE_*
+	Alerts            Alerts        // AGENTQ_ALERT_*
 	Search            Search        // AGENTQ_SEARCH_*
 	IndexerWriters    int           // AGENTQ_INDEXER_WRITERS
 }
@@ -141,6 +164,25 @@ var Vars = []Var{
 	{"AGENTQ_LLM_API_KEY", "", "chat API key"},
 	{"AGENTQ_LLM_MAX_RPS", "0", "client-side limit of chat requests per second, retries included; 0 is unlimited (set it for hosted APIs)"},
 	{"AGENTQ_LLM_MAX_RETRIES", "3", "retries of 408/429/5xx and dropped connections within a call's timeout (Retry-After honoured)"},
+	{"AGENTQ_DEGRADE_EVIDENCE", "9", "evidence (log-likelihood ratio) that raises tool.degraded for a tool that broke; about ln of the calls between false alarms at the tool's own baseline"},
+	{"AGENTQ_DEGRADE_SLOW_EVIDENCE", "9", "the same for a tool that got worse by AGENTQ_DEGRADE_SHIFT"},
+	{"AGENTQ_DEGRADE_SHIFT", "0.3", "rise of a tool's failure rate over its baseline that the slow detector looks for"},
+	{"AGENTQ_DEGRADE_QUARANTINE_EVIDENCE", "2", "multiple of the alert's evidence that quarantines a degraded tool"},
+	{"AGENTQ_DEGRADE_QUARANTINE_AFTER", "5", "consecutive outcomes at alert level a degraded tool needs before quarantine"},
+	{"AGENTQ_DEGRADE_MIN_CALLS", "20", "outcomes a tool needs before any quarantine"},
+	{"AGENTQ_DEGRADE_THRESHOLD", "0.3", "absolute floor: a tool whose recent share of good outcomes is below it is degraded whatever its baseline"},
+	{"AGENTQ_DEGRADE_RATING_THRESHOLD", "0.5", "a rating below it counts as a bad outcome"},
+	{"AGENTQ_DEGRADE_QUARANTINE_BASE", "5m", "a quarantine lasts this times the offence number"},
+	{"AGENTQ_DEGRADE_QUARANTINE_MAX", "2h", "longest quarantine"},
+	{"AGENTQ_DEGRADE_OFFENCE_DECAY", "1h", "each period a tool stays healthy forgives one offence"},
+	{"AGENTQ_DEGRADE_PROBATION", "10m", "longest probation: with too few calls to decide, the tool recovers then"},
+	{"AGENTQ_DEGRADE_MAX_QUARANTINED_SHARE", "0.5", "most of a tenant's known tools quarantined at once (rounded down: never the only tool)"},
+	{"AGENTQ_DEGRADE_POLL", "250ms", "how often a degrader copy looks for settled events to fold when not woken by its own"},
+	{"AGENTQ_DEGRADE_TIMER_EVERY", "1s", "how often a degrader copy looks for quarantines and probations that ended"},
+	{"AGENTQ_ALERT_WEBHOOK_URL", "", "webhook endpoints for alerts, space-separated: URL[;tenant=a,b][;secret=whsec_...][;format=cloudevents|slack]"},
+	{"AGENTQ_ALERT_WEBHOOK_SECRET", "", "Standard Webhooks secret (whsec_...) signing every endpoint without its own"},
+	{"AGENTQ_ALERT_WEBHOOK_TIMEOUT", "10s", "longest one webhook POST may take"},
+	{"AGENTQ_ALERT_WEBHOOK_GIVE_UP", "24h", "how long an alert is retried while an endpoint fails, before it is dead-lettered"},
 	{"AGENTQ_RATER_TIMEOUT", "5s", "longest one rating call may take, retries included"},
 	{"AGENTQ_RATER_CONCURRENCY", "16", "ratings in flight at once per batch"},
 	{"AGENTQ_RATER_SAMPLE", "1", "share of events rated, 0..1, chosen by a hash of the event id (replays and copies agree)"},
@@ -301,6 +343,20 @@ func Load(getenv func(string) string) (Config, error) {
 			MaxInputTokens: num("AGENTQ_RATER_MAX_INPUT_TOKENS"),
 			Summarize:      boolean("AGENTQ_RATER_SUMMARIZE"), Rerate: boolean("AGENTQ_RATER_RERATE"),
 		},
+		Alerts: Alerts{
+			WebhookURL: get("AGENTQ_ALERT_WEBHOOK_URL"), WebhookSecret: get("AGENTQ_ALERT_WEBHOOK_SECRET"),
+			WebhookTimeout: dur("AGENTQ_ALERT_WEBHOOK_TIMEOUT"), WebhookGiveUp: dur("AGENTQ_ALERT_WEBHOOK_GIVE_UP"),
+		},
+		Degrade: Degrade{
+			Evidence: float("AGENTQ_DEGRADE_EVIDENCE"), SlowEvidence: float("AGENTQ_DEGRADE_SLOW_EVIDENCE"),
+			Shift: float("AGENTQ_DEGRADE_SHIFT"), QuarantineEvidence: float("AGENTQ_DEGRADE_QUARANTINE_EVIDENCE"),
+			QuarantineAfter: num("AGENTQ_DEGRADE_QUARANTINE_AFTER"), MinCalls: num("AGENTQ_DEGRADE_MIN_CALLS"),
+			Threshold: float("AGENTQ_DEGRADE_THRESHOLD"), RatingThreshold: float("AGENTQ_DEGRADE_RATING_THRESHOLD"),
+			QuarantineBase: dur("AGENTQ_DEGRADE_QUARANTINE_BASE"), QuarantineMax: dur("AGENTQ_DEGRADE_QUARANTINE_MAX"),
+			OffenceDecay: dur("AGENTQ_DEGRADE_OFFENCE_DECAY"), Probation: dur("AGENTQ_DEGRADE_PROBATION"),
+			MaxQuarantinedShare: float("AGENTQ_DEGRADE_MAX_QUARANTINED_SHARE"),
+			Poll:                dur("AGENTQ_DEGRADE_POLL"), TimerEvery: dur("AGENTQ_DEGRADE_TIMER_EVERY"),
+		},
 	}
 	if c.MetricsAddr == "off" {
 		c.MetricsAddr = ""
@@ -357,6 +413,10 @@ func (c Config) Validate() error {
 	check(c.HandlerTimeout > 0, "AGENTQ_HANDLER_TIMEOUT must be positive")
 	check(c.LLM.MaxRPS >= 0, "AGENTQ_LLM_MAX_RPS must not be negative")
 	check(c.LLM.MaxRetries >= 0, "AGENTQ_LLM_MAX_RETRIES must not be negative")
+	check(c.Alerts.WebhookTimeout > 0, "AGENTQ_ALERT_WEBHOOK_TIMEOUT must be positive")
+	check(c.Alerts.WebhookGiveUp > 0, "AGENTQ_ALERT_WEBHOOK_GIVE_UP must be positive")
+	check(c.Degrade.Poll > 0, "AGENTQ_DEGRADE_POLL must be positive")
+	check(c.Degrade.TimerEvery > 0, "AGENTQ_DEGRADE_TIMER_EVERY must be positive")
 	check(c.Rater.Timeout > 0, "AGENTQ_RATER_TIMEOUT must be positive")
 	check(c.Rater.Concurrency >= 1 && c.Rater.Concurrency <= 256, "AGENTQ_RATER_CONCURRENCY %d: want 1..256", c.Rater.Concurrency)
 	check(c.Rater.Sample >= 0 && c.Rater.Sample <= 1, "AGENTQ_RATER_SAMPLE %v: want 0..1", c.Rater.Sample)
