@@ -39,8 +39,8 @@ var (
 	ErrConflict = errors.New("job exists with another kind or payload")
 	// ErrLeaseLost is the cause of a handler's context cancellation, and the
 	// error of a step or outcome write, when the worker no longer holds the
-	// job's lease: another worker has taken it over, or the lease could not
-	// be renewed before it expired.
+	// job's lease (another worker has taken it over), or may not (the lease
+	// could not be renewed before it expired: the fence decides later).
 	ErrLeaseLost = errors.New("job lease lost")
 	// ErrCancelled matches (errors.Is) every *CancelledError.
 	ErrCancelled = errors.New("job cancelled")
