@@ -235,7 +235,6 @@ type jobsWorld struct {
 
 // jobCopy is a running copy and its proxy.
 type jobCopy struct {
-	name  string
 	c     Copy
 	proxy *testenv.Proxy
 	isCut bool // the proxy is down
@@ -295,12 +294,12 @@ func newJobsWorld(t *testing.T, a JobAdapter, maxAttempts int) *jobsWorld {
 }
 
 // start runs a copy behind a proxy of its own.
-func (w *jobsWorld) start(t *testing.T, name string) *jobCopy {
+func (w *jobsWorld) start(t *testing.T) *jobCopy {
 	t.Helper()
 	p := testenv.StartProxy(t, jobsHostPort(t, w.dbURL))
 	env := w.env
 	env.Config.DatabaseURL = p.RewriteURL(t, w.dbURL)
-	c := &jobCopy{name: name, c: w.a.Start(t, env), proxy: p}
+	c := &jobCopy{c: w.a.Start(t, env), proxy: p}
 	w.copies = append(w.copies, c)
 	t.Cleanup(func() {
 		if !c.done {
@@ -527,10 +526,10 @@ func jobKilledMidStep(t *testing.T, a JobAdapter) {
 	w := newJobsWorld(t, a, 2)
 	const id, steps = "job-killed", 4
 	w.env.Work.hold(w.tenant, id, 2)
-	ca := w.start(t, "a")
+	ca := w.start(t)
 	w.submit(t, id, steps)
 	w.waitStarted(t, id, 2, 1, "copy a reaches step 2")
-	w.start(t, "b")
+	w.start(t)
 	killed := time.Now()
 	w.kill(ca)
 	w.waitStarted(t, id, 2, 2, "copy b takes the job over")
@@ -553,8 +552,8 @@ func jobCancelled(t *testing.T, a JobAdapter) {
 	const id, steps = "job-cancelled", 4
 	const reason = "conformance: cancelled by the operator"
 	w.env.Work.hold(w.tenant, id, 1)
-	w.start(t, "a")
-	w.start(t, "b")
+	w.start(t)
+	w.start(t)
 	w.submit(t, id, steps)
 	w.waitStarted(t, id, 1, 1, "the job reaches step 1")
 	asked := time.Now()
@@ -581,10 +580,10 @@ func jobTakeover(t *testing.T, a JobAdapter) {
 	w := newJobsWorld(t, a, 2)
 	const id, steps = "job-taken-over", 3
 	w.env.Work.hold(w.tenant, id, 1)
-	ca := w.start(t, "a")
+	ca := w.start(t)
 	w.submit(t, id, steps)
 	w.waitStarted(t, id, 1, 1, "copy a reaches step 1")
-	w.start(t, "b")
+	w.start(t)
 	ca.cut()
 	cut := time.Now()
 	w.waitStarted(t, id, 1, 2, "copy b takes the job over")
@@ -608,10 +607,10 @@ func jobOutage(t *testing.T, a JobAdapter) {
 	const id, steps = "job-outage", 4
 	w.env.Work.hold(w.tenant, id, 1)
 	w.env.Work.hold(w.tenant, id, 2)
-	w.start(t, "a")
+	w.start(t)
 	w.submit(t, id, steps)
 	w.waitStarted(t, id, 1, 1, "the job reaches step 1")
-	w.start(t, "b")
+	w.start(t)
 
 	w.outage(t, id)
 	w.waitStarted(t, id, 1, 2, "the job resumes after the first outage")

@@ -81,10 +81,9 @@
 // not spend the budget, as in the bus); other errors → released with
 // backoff until Options.MaxAttempts, then failed. A job whose attempts all
 // ended without an outcome (crashes) is failed when leased past
-// MaxAttempts. Options.OnDone runs inside the
-// transaction that records a terminal outcome, so a result event written to
-// the outbox there commits with it: exactly one terminal outcome, and one
-// OnDone, commits per job.
+// MaxAttempts. Options.OnDone runs inside the transaction that records a
+// terminal outcome, so a result event written to the outbox there commits
+// with it: exactly one terminal outcome, and one OnDone, commits per job.
 //
 // RequestCancel marks a job in the caller's transaction (the consumer
 // applying experiment.cancelled). A running job's handler is cancelled at the
