@@ -26,8 +26,9 @@ func defineChain() string {
 }
 
 // renderBound is how long past its Timeout a rendering may take to stop:
-// one step's work, and a loaded machine.
-const renderBound = 500 * time.Millisecond
+// one step's work, and a loaded machine (a rendering that does not stop
+// takes hours).
+const renderBound = 2 * time.Second
 
 // Each hostile template is refused at creation, and a prompt stored before
 // the rule still renders within its limits: stopped with ErrRenderLimit,

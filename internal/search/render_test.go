@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/library"
 	"github.com/agentq/agentq/internal/search"
 	"github.com/agentq/agentq/internal/service"
@@ -136,4 +138,34 @@ func idx(t *testing.T, subject string) int {
 	i, err := strconv.Atoi(subject[strings.LastIndexByte(subject, '.')+1:])
 	require.NoError(t, err)
 	return i
+}
+
+// A rendering within the render limits whose reply is over the NATS max
+// payload (encoding/json writes < as \u003c) is answered too_large, not
+// left to the client's timeout. The server has NATS's default 1 MB max
+// payload.
+func TestOversizedRenderingIsAnswered(t *testing.T) {
+	srv, err := broker.Start(broker.Options{Port: -1, StoreDir: t.TempDir(), MaxPayload: 1 << 20, Log: zerolog.Nop()})
+	require.NoError(t, err)
+	t.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect(srv.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	f := newFixture(t, lexical, search.Options{})
+	ten, w := testenv.Tenant(t), word(t)
+	f.prompt(promptSpec{tenant: ten, id: "big-" + w, content: "{{range 1000}}" + strings.Repeat("<", 250) + "{{end}}"})
+	svc, err := service.New(nc, service.Options{Name: "big-" + w, Log: testenv.Logger(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = svc.Stop() })
+	require.NoError(t, f.s.Register(svc))
+	client, err := nats.Connect(srv.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(client.Close)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = service.Call(ctx, client, search.GetSubject+"."+ten, search.GetRequest{ID: "big-" + w}, nil)
+	var se *service.Error
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, service.CodeTooLarge, se.Code)
 }
