@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -247,4 +248,38 @@ func FuzzRenderCost(f *testing.F) {
 			require.ErrorIs(t, err, library.ErrTemplate)
 		}
 	})
+}
+
+// One parsed template renders in many goroutines at once, each with its
+// own values and limits.
+func TestTemplateRendersConcurrently(t *testing.T) {
+	tmpl, err := library.Parse(`{{range .Items}}{{.}},{{end}}{{printf "%s" .S}}`)
+	require.NoError(t, err)
+	params := []library.Param{{Name: "Items", Type: "array"}, {Name: "S", Type: "string"}}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				s := fmt.Sprint(g, "-", i)
+				lim := library.Limits{MaxOutput: 1 + g%2*100} // odd goroutines fit, even ones do not
+				out, err := tmpl.Render(context.Background(), params, map[string]any{"Items": []any{s, s}, "S": s}, lim)
+				switch {
+				case g%2 == 0 && !errors.Is(err, library.ErrRenderLimit):
+					errs <- fmt.Errorf("goroutine %d: %q, %v", g, out, err)
+					return
+				case g%2 == 1 && (err != nil || out != s+","+s+","+s):
+					errs <- fmt.Errorf("goroutine %d: %q, %v", g, out, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }
