@@ -27,6 +27,7 @@ type fetcher struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{} // closed when run returns
+	quit   chan struct{} // closed when stop has handed everything back
 
 	mu    sync.Mutex
 	held  map[jetstream.Msg]struct{}
@@ -46,6 +47,7 @@ func newFetcher(ctx context.Context, r *Runner, cons jetstream.Consumer) *fetche
 		out:   make(chan prepared, limit),
 		gone:  make(chan struct{}),
 		done:  make(chan struct{}),
+		quit:  make(chan struct{}),
 		held:  make(map[jetstream.Msg]struct{}, limit),
 		freed: make(chan struct{}, 1),
 	}
@@ -166,7 +168,7 @@ func (f *fetcher) keepAlive() {
 	defer t.Stop()
 	for {
 		select {
-		case <-f.done:
+		case <-f.quit:
 			return
 		case <-t.C:
 		}
@@ -189,6 +191,7 @@ func (f *fetcher) keepAlive() {
 // and the records of what the handler gave up were written when it was
 // settled: they are flushed first, so the next delivery reads them.
 func (f *fetcher) stop() {
+	defer close(f.quit)
 	f.cancel()
 	<-f.done
 	f.r.ledger.flush()

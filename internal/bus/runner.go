@@ -255,9 +255,10 @@ func (r *Runner) EnsureConsumer(ctx context.Context) (jetstream.Consumer, error)
 }
 
 // Run consumes until ctx ends, then stops fetching, finishes the batch in
-// hand within the grace period, waits for its last pull to end (FetchWait),
-// naks what it holds so another copy takes it at once, and returns. It returns an error only if it cannot start. If the
-// durable consumer disappears (an operator deleted it), Run recreates it.
+// hand within the grace period, waits for its last pull to end
+// (FetchWait), naks what it holds so another copy takes it at once, and
+// returns. It returns an error only if it cannot start. If the durable
+// consumer disappears (an operator deleted it), Run recreates it.
 func (r *Runner) Run(ctx context.Context) error {
 	if err := r.ledger.open(ctx); err != nil {
 		return err
@@ -392,14 +393,19 @@ func (r *Runner) process(ctx context.Context, msgs []prepared, f *fetcher) (down
 		errs := r.call(ctx, batch)
 		r.metrics.handleTime.Observe(time.Since(start).Seconds())
 		r.metrics.batchSize.Observe(float64(len(batch)))
-		down = ctx.Err() == nil // a shutdown is not an outage
+		// All outages: a dependency is down. A shutdown is not an outage,
+		// and deferrals say nothing about dependencies either way.
+		down = ctx.Err() == nil
+		up := false
 		for _, err := range errs {
 			down = down && IsUnavailable(err)
+			up = up || (!IsUnavailable(err) && !IsDeferred(err))
 		}
-		if down {
+		switch {
+		case down:
 			r.outages++
 			r.alive = false
-		} else {
+		case up:
 			r.outages = 0
 		}
 		for i, d := range batch {
