@@ -34,7 +34,7 @@ type fetcher struct {
 	freed chan struct{} // signalled when room appears
 	// back holds what is to be handed back once the last pull has ended:
 	// messages that arrived while stopping, and events the handler gave up
-	// because the runner stopped. Naked earlier, with no delay, they could
+	// because the runner stopped. Nakked earlier, with no delay, they could
 	// come straight back into the pull still open.
 	back []jetstream.Msg
 }
