@@ -76,3 +76,23 @@ func BenchmarkValidate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkValidateLibrary validates each case with the jsonschema library
+// alone, as Validate did before the fast path: the reference to compare
+// BenchmarkValidate with in the same run.
+func BenchmarkValidateLibrary(b *testing.B) {
+	r := loadRegistry(b)
+	for _, c := range benchCases(b) {
+		b.Run(c.name, func(b *testing.B) {
+			sch := r.schemas[c.typ].schema
+			require.NoError(b, validateSlow(c.typ, sch, c.data))
+			b.ReportAllocs()
+			b.SetBytes(int64(len(c.data)))
+			for b.Loop() {
+				if err := validateSlow(c.typ, sch, c.data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
