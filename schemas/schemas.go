@@ -4,7 +4,9 @@
 // a Registry that validates data against them.
 //
 // The schema files are embedded in the package and compiled once by Load;
-// nothing is fetched from the network. A CloudEvents type
+// nothing is fetched from the network. Validate accepts conforming data in
+// one pass over its bytes (fast.go) and leaves everything else to the
+// jsonschema library, which gives the verdict and words the problems. A CloudEvents type
 // agentq.<domain>.<event>.v<N> is described by the file
 // <domain>.<event>.v<N>.json, whose $id (returned by URL) is
 // https://agentq.dev/schemas/<domain>.<event>.v<N>.json. A request/reply
