@@ -148,6 +148,11 @@ func compileFast(s *jsonschema.Schema) *fastNode {
 	return root
 }
 
+// newFastNode returns a node with no keyword.
+func newFastNode() *fastNode {
+	return &fastNode{minProps: -1, maxProps: -1, minItems: -1, maxItems: -1, minLength: -1, maxLength: -1}
+}
+
 type fastCompiler struct {
 	nodes map[*jsonschema.Schema]*fastNode
 }
@@ -159,7 +164,7 @@ func (c *fastCompiler) node(s *jsonschema.Schema) *fastNode {
 	if n, ok := c.nodes[s]; ok {
 		return n
 	}
-	n := &fastNode{minProps: -1, maxProps: -1, minItems: -1, maxItems: -1, minLength: -1, maxLength: -1}
+	n := newFastNode()
 	c.nodes[s] = n
 
 	rv := reflect.ValueOf(s).Elem()
@@ -189,8 +194,9 @@ func (c *fastCompiler) node(s *jsonschema.Schema) *fastNode {
 	if s.Const != nil {
 		// const is enum with one value; both keywords may be present, so
 		// const is kept apart as an allOf member.
-		n.allOf = append(n.allOf, &fastNode{hasEnum: true, enum: []any{*s.Const}, minProps: -1, maxProps: -1,
-			minItems: -1, maxItems: -1, minLength: -1, maxLength: -1})
+		k := newFastNode()
+		k.hasEnum, k.enum = true, []any{*s.Const}
+		n.allOf = append(n.allOf, k)
 	}
 	n.format = s.Format
 	n.ref = c.node(s.Ref)
@@ -206,7 +212,8 @@ func (c *fastCompiler) node(s *jsonschema.Schema) *fastNode {
 	switch a := s.AdditionalProperties.(type) {
 	case nil:
 	case bool:
-		n.additional = &fastNode{isBool: true, boolVal: a}
+		n.additional = newFastNode()
+		n.additional.isBool, n.additional.boolVal = true, a
 	case *jsonschema.Schema:
 		n.additional = c.node(a)
 	default:
@@ -230,13 +237,10 @@ func (c *fastCompiler) node(s *jsonschema.Schema) *fastNode {
 
 	n.minLength, n.maxLength = intOr(s.MinLength), intOr(s.MaxLength)
 	if s.Pattern != nil {
-		re, ok := s.Pattern.(*regexp.Regexp) // the library's default engine
-		if !ok {
+		if re, ok := s.Pattern.(*regexp.Regexp); ok { // the library's default engine
+			n.pattern, n.classes = re, compilePattern(re.String())
+		} else {
 			n.unsupported = true
-		}
-		n.pattern = re
-		if ok {
-			n.classes = compilePattern(re.String())
 		}
 	}
 
