@@ -6,12 +6,13 @@
 // prompt.indexed, tool.indexed and indexer.rejected, and serves search
 // (internal/search) over NATS request/reply.
 //
-// Decisions that depend on what was applied before (the next free version,
-// which of two conflicting creates won, whether a definition is unchanged,
-// whether an activated version existed) are facts the indexer publishes in
-// its results. A rebuild reads those facts back from the stream and follows
-// them (see Facts), so replay gives the state live processing gave whatever
-// order two copies applied events in.
+// Decisions that depend on what came before (the next free version, which
+// of two conflicting creates won, whether a definition is unchanged,
+// whether an activated version existed) are taken in stream order, whatever
+// order copies commit events in: every such event is logged at its stream
+// sequence, and one that arrives after a later one makes the indexer decide
+// its key's events again (see order.go). So replay, which applies the
+// history in stream order, gives the state live processing gave.
 package indexer
 
 import (

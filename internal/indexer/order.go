@@ -106,7 +106,7 @@ func makePlan(ctx context.Context, db library.DB, ops []op, todo []int, fresh ma
 			continue
 		}
 		k, ev := o.logKey(), [2]string{o.d.Tenant, o.d.Event.ID()}
-		kk := seen{o.kind == opTool || o.kind == opHealth, k}
+		kk := seen{o.kind == opTool, k}
 		switch o.kind {
 		case opPrompt, opLabel:
 			if !seenKey[kk] {
@@ -120,6 +120,7 @@ func makePlan(ctx context.Context, db library.DB, ops []op, todo []int, fresh ma
 			tEvents = append(tEvents, ev)
 		case opHealth:
 			hEvents = append(hEvents, ev)
+			continue // the newest of a tool's health is not needed
 		}
 		seenKey[kk] = true
 	}
@@ -512,8 +513,9 @@ func (ix *Indexer) refoldPrompt(ctx context.Context, tx txDB, k logKey, batch []
 	var out []decided
 	for _, in := range after {
 		d := now.dec[in.eventID]
-		fresh := in.o != nil && !moved[logKey{k.tenant, in.eventID}]
-		if prev, ok := was.dec[in.eventID]; !fresh && ok && prev.key() == d.key() {
+		isMoved := moved[logKey{k.tenant, in.eventID}]
+		fresh := in.o != nil && !isMoved
+		if prev, ok := was.dec[in.eventID]; !fresh && !isMoved && ok && prev.key() == d.key() {
 			continue
 		}
 		typ := TypePromptCreated
@@ -684,8 +686,9 @@ func (ix *Indexer) refoldTool(ctx context.Context, tx txDB, k logKey, batch []*o
 	var out []decided
 	for _, in := range after {
 		d := now.dec[in.eventID]
-		fresh := in.o != nil && !moved[logKey{k.tenant, in.eventID}]
-		if prev, ok := was.dec[in.eventID]; !fresh && ok && prev.key() == d.key() {
+		isMoved := moved[logKey{k.tenant, in.eventID}]
+		fresh := in.o != nil && !isMoved
+		if prev, ok := was.dec[in.eventID]; !fresh && !isMoved && ok && prev.key() == d.key() {
 			continue
 		}
 		x := decided{o: in.o, tenant: k.tenant, causeID: in.eventID, causeType: TypeToolRegistered}
@@ -738,9 +741,12 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, o.d.Tenant, h.toolName, int64(o.d.Stre
 }
 
 // revisedResult is the result that replaces a published one whose
-// decision changed: the same type of result for the same cause, its id
-// derived from the cause and the new decision (so the copy that publishes
-// it again after a crash gives the same id), with revised: true.
+// decision changed, or of an event moved back to its first occurrence
+// (whatever it says, the state around it changed: subscribers such as the
+// prompts.get caches of other copies hear of it): the same type of result
+// for the same cause, its id derived from the cause and the decision (so
+// the copy that publishes it again after a crash gives the same id), with
+// revised: true.
 func (ix *Indexer) revisedResult(x decided) (event.Event, error) {
 	cause := event.New()
 	cause.SetID(x.causeID)

@@ -3,8 +3,12 @@ package indexer_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
+	"sort"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -476,4 +480,151 @@ func mustRegistry(t *testing.T, n *testenv.NATS) (*schemas.Registry, *bus.Publis
 	reg, err := schemas.Load()
 	require.NoError(t, err)
 	return reg, bus.NewPublisher(n.JS, reg)
+}
+
+// A create arriving late changes the decisions after it: an explicit
+// version 1 that was created becomes a conflict, and a create answered
+// unchanged becomes version 2. Each gets a revised result, and the new
+// version, whose text no copy had embedded, gets its vector.
+func TestLateCreateRevisesLaterDecisions(t *testing.T) {
+	r := newRig(t)
+	late := r.delivery(t, indexer.TypePromptCreated, prompt("p", 0, "Alpha text about invoices."))
+	explicit := r.delivery(t, indexer.TypePromptCreated, prompt("p", 1, "Beta text about invoices."))
+	same := r.delivery(t, indexer.TypePromptCreated, prompt("p", 0, "Beta text about invoices."))
+	r.handle(t, explicit)
+	r.handle(t, same)
+	require.Equal(t, "unchanged", r.out.byCause(t)[same.Event.ID()].Data["outcome"])
+	r.handle(t, late)
+
+	last := map[string]result{}
+	ids := map[string]bool{}
+	for _, ev := range r.out.sent {
+		require.False(t, ids[ev.ID()], "result id %s twice", ev.ID())
+		ids[ev.ID()] = true
+		var d map[string]any
+		require.NoError(t, json.Unmarshal(ev.Data(), &d))
+		last[bus.Causation(ev)] = result{Type: ev.Type(), Data: d}
+	}
+	require.Len(t, r.out.sent, 5, "3 results and 2 revisions")
+	require.Equal(t, result{Type: indexer.TypePromptIndexed, Data: map[string]any{"prompt_id": "p", "version": float64(1), "outcome": "created",
+		"content_hash": library.Hash("p", 1, "Alpha text about invoices.", "task"), "type": "task", "name": "Prompt p",
+		"embedding_model": embed.Lexical{}.Model(), "embedding_dim": float64(embed.Lexical{}.Dimension())}}, last[late.Event.ID()])
+	res := last[explicit.Event.ID()]
+	require.Equal(t, indexer.TypeRejected, res.Type)
+	require.Equal(t, indexer.ReasonVersionConflict, res.Data["reason_code"])
+	require.Equal(t, explicit.Event.ID(), res.Data["event_id"])
+	require.Equal(t, true, res.Data["revised"])
+	require.Equal(t, result{Type: indexer.TypePromptIndexed, Data: map[string]any{"prompt_id": "p", "version": float64(2), "outcome": "created",
+		"content_hash": library.Hash("p", 2, "Beta text about invoices.", "task"), "type": "task", "name": "Prompt p", "revised": true}},
+		last[same.Event.ID()])
+
+	live, err := indexer.ReadState(context.Background(), r.pool, r.tenant)
+	require.NoError(t, err)
+	require.Equal(t, streamOrder(late, explicit, same), live)
+	var model string
+	var dim int
+	require.NoError(t, r.pool.QueryRow(context.Background(), `SELECT embedding_model, embedding_dim FROM prompts WHERE tenant_id = $1 AND id = 'p' AND version = 2 AND embedding IS NOT NULL`,
+		r.tenant).Scan(&model, &dim))
+	require.Equal(t, []any{embed.Lexical{}.Model(), embed.Lexical{}.Dimension()}, []any{model, dim})
+
+	// Applied again (a redelivery), nothing changes and nothing more is said.
+	r.handle(t, late, explicit, same)
+	require.Len(t, r.out.sent, 5)
+}
+
+// Whatever order two copies apply a history in, in batches of any size,
+// with republished copies of some events among them, the state is the
+// reference's, and each input's newest result says what its event did in
+// stream order: the version its row holds, or no row.
+func TestAnyApplyOrderGivesStreamOrderState(t *testing.T) {
+	seeds := []uint64{1, 2, 3, 4}
+	if os.Getenv("AGENTQ_ORDER_SEEDS") != "" { // a longer search: AGENTQ_ORDER_SEEDS=200
+		n, err := strconv.Atoi(os.Getenv("AGENTQ_ORDER_SEEDS"))
+		require.NoError(t, err)
+		seeds = seeds[:0]
+		for i := range n {
+			seeds = append(seeds, uint64(i+1))
+		}
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			r := newRig(t)
+			rng := rand.New(rand.NewPCG(seed, 7))
+			evs := workload(t, r.tenant, 160, seed)
+			var ds []*bus.Delivery
+			for _, ev := range evs {
+				r.seq++
+				ds = append(ds, &bus.Delivery{Event: ev, Tenant: r.tenant, Subject: "x." + r.tenant, StreamSeq: r.seq, Time: ev.Time()})
+			}
+			// Republished copies later in the stream.
+			for range 16 {
+				orig := ds[rng.IntN(len(evs))]
+				r.seq++
+				ds = append(ds, &bus.Delivery{Event: orig.Event, Tenant: r.tenant, Subject: orig.Subject, StreamSeq: r.seq, Time: orig.Time})
+			}
+			order := rng.Perm(len(ds))
+			if seed%4 != 0 {
+				// Near stream order, as copies apply it: out of place
+				// within windows of a few batches.
+				sort.SliceStable(order, func(a, b int) bool { return order[a]/24 < order[b]/24 })
+			}
+			b := indexer.New(r.pool, r.out, indexer.Embedders{Prompts: embed.Lexical{}, Tools: embed.Lexical{}}, indexer.Options{Consumer: "indexer-test"}, testenv.Logger(t))
+			for copyA := true; len(order) > 0; copyA = !copyA {
+				k := min(len(order), 1+rng.IntN(6))
+				batch := make([]*bus.Delivery, k)
+				for j, i := range order[:k] {
+					batch[j] = ds[i]
+				}
+				sort.Slice(batch, func(x, y int) bool { return batch[x].StreamSeq < batch[y].StreamSeq })
+				ix := r.ix
+				if !copyA {
+					ix = b
+				}
+				handleWith(t, ix, batch...)
+				order = order[k:]
+			}
+			live, err := indexer.ReadState(context.Background(), r.pool, r.tenant)
+			require.NoError(t, err)
+			require.Equal(t, streamOrder(ds...), live)
+
+			// The newest result of each input.
+			last := map[string]result{}
+			for _, ev := range r.out.sent {
+				var d map[string]any
+				require.NoError(t, json.Unmarshal(ev.Data(), &d))
+				last[bus.Causation(ev)] = result{Type: ev.Type(), Data: d}
+			}
+			prompts := map[string]indexer.PromptRow{}
+			for _, p := range live.Prompts {
+				prompts[p.EventID] = p
+			}
+			tools := map[string]indexer.ToolRow{}
+			for _, h := range live.History {
+				tools[h.EventID] = h
+			}
+			for _, ev := range evs {
+				res, ok := last[ev.ID()]
+				switch ev.Type() {
+				case indexer.TypeQualityChanged, indexer.TypeToolDegraded, indexer.TypeToolQuarantined, indexer.TypeToolRecovered:
+					require.False(t, ok)
+					continue
+				}
+				require.True(t, ok, "no result for %s", ev.ID())
+				switch ev.Type() {
+				case indexer.TypePromptCreated:
+					if p, stored := prompts[ev.ID()]; stored {
+						require.Equal(t, []any{"created", float64(p.Version), p.Hash}, []any{res.Data["outcome"], res.Data["version"], res.Data["content_hash"]}, "create %s", ev.ID())
+					} else {
+						require.NotEqual(t, "created", res.Data["outcome"], "create %s stored nothing", ev.ID())
+					}
+				case indexer.TypeToolRegistered:
+					if h, stored := tools[ev.ID()]; stored {
+						require.Equal(t, []any{"created", float64(h.Version)}, []any{res.Data["outcome"], res.Data["version"]}, "registration %s", ev.ID())
+					} else {
+						require.Equal(t, "unchanged", res.Data["outcome"], "registration %s", ev.ID())
+					}
+				}
+			}
+		})
+	}
 }
