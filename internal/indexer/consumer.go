@@ -13,6 +13,7 @@ import (
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/database"
+	"github.com/agentq/agentq/internal/library"
 	"github.com/agentq/agentq/internal/outbox"
 	"github.com/agentq/agentq/internal/replay"
 	"github.com/agentq/agentq/internal/search"
@@ -212,6 +213,7 @@ func SearchOptions(c config.Search) search.Options {
 		NeutralQuality: c.NeutralQuality, EmbedTimeout: c.EmbedTimeout, CacheSize: c.CacheSize,
 		GetCacheSize: c.GetCacheSize, GetCacheTTL: c.GetCacheTTL, Prepared: c.Prepared,
 		ArmsApart: armsApart(c.ArmsApart),
+		Render:    library.Limits{MaxOutput: c.RenderMaxOutput, MaxSteps: c.RenderMaxSteps, Timeout: c.RenderTimeout},
 	}
 }
 
