@@ -1,5 +1,10 @@
 package indexer
 
+// This file is the test oracle: the state of a tenant read from the
+// database (ReadState) and the state the stream gives applied in order with
+// no database (Compute), field by field, for the conformance suite, replay
+// and stream-order tests. It is compiled into tests only.
+
 import (
 	"bytes"
 	"context"
