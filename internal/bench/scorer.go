@@ -1,13 +1,12 @@
-package cli
+package bench
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"log"
+	stdlog "log"
 	"math/rand/v2"
 	"os"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -27,16 +26,23 @@ import (
 	"github.com/agentq/agentq/internal/quality"
 )
 
-func init() {
-	register("bench", "load generator: raw JetStream consume+ack vs the scorer end to end, in one run", runBench)
+// ScorerOptions configure Scorer.
+type ScorerOptions struct {
+	Events int // events per phase
+	Rounds int // rounds of raw and scorer measurements; medians are reported
+	Light  int // single events published one at a time for the light-traffic latency
+	// Diagnostics, when not nil, receives a line per scorer round: handler
+	// time per batch.
+	Diagnostics io.Writer
 }
 
-// BenchResult is what one bench run measured. Rates are medians over the
-// rounds; each round measures raw and scorer back to back, so the two see
-// the same machine conditions.
-type BenchResult struct {
+// ScorerResult is what one scorer bench run measured. Rates are medians
+// over the rounds; each round measures raw and scorer back to back, so the
+// two see the same machine conditions.
+type ScorerResult struct {
 	Events      int
 	Rounds      int
+	BatchSize   int       // the scorer's, events per transaction
 	PublishRate float64   // events/s, async publish with acks
 	RawRate     float64   // events/s, raw JetStream consume + ack of a backlog
 	ScorerRate  float64   // events/s, scorer consume + validate + commit + ack of the same backlog
@@ -58,58 +64,21 @@ type BenchResult struct {
 }
 
 // Ratio is the scorer's rate as a share of raw JetStream consume+ack.
-func (r BenchResult) Ratio() float64 { return r.ScorerRate / r.RawRate }
+func (r ScorerResult) Ratio() float64 { return r.ScorerRate / r.RawRate }
 
 // CeilingRatio is the scorer's rate as a share of the Postgres ceiling.
-func (r BenchResult) CeilingRatio() float64 { return r.ScorerRate / r.CeilingRate }
+func (r ScorerResult) CeilingRatio() float64 { return r.ScorerRate / r.CeilingRate }
 
-func runBench(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
-	if len(args) > 0 && args[0] == "indexer" {
-		return runBenchIndexer(ctx, e, cfg, log, args[1:]) // benchindexer.go
-	}
-	if len(args) > 0 && args[0] == "degrader" {
-		return runBenchDegrader(ctx, e, cfg, log, args[1:]) // benchdegrader.go
-	}
-	fs := flags("bench", e)
-	n := fs.Int("events", 20000, "events per phase")
-	rounds := fs.Int("rounds", 3, "rounds of raw + scorer; medians are reported")
-	batch := fs.Int("batch", cfg.BatchSize, "scorer batch size (events per transaction)")
-	light := fs.Int("light", 50, "single events published one at a time for the light-traffic latency")
-	verbose := fs.Bool("v", false, "print per-round diagnostics (handler time per batch)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
-	if err := fs.Parse(args); err != nil {
-		return parseError(err)
-	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
-	if *n < 1 || *rounds < 1 {
-		return fmt.Errorf("--events and --rounds must be positive")
-	}
-	cfg.BatchSize = *batch
-	if *verbose {
-		benchLog.SetOutput(e.Stderr)
-	}
-	res, err := Bench(ctx, cfg, *n, *rounds, *light, log)
-	if err != nil {
-		return err
-	}
+// Print writes r as the table `agentq bench` prints.
+func (r ScorerResult) Print(w io.Writer) {
 	percents := func(xs []float64) string {
 		out := make([]string, len(xs))
-		for i, r := range xs {
-			out[i] = fmt.Sprintf("%.1f%%", 100*r)
+		for i, x := range xs {
+			out[i] = fmt.Sprintf("%.1f%%", 100*x)
 		}
 		return strings.Join(out, " ")
 	}
-	fmt.Fprintf(e.Stdout, `agentq bench: %d events per phase, %d rounds (medians), scorer batch %d, database: %s
+	fmt.Fprintf(w, `agentq bench: %d events per phase, %d rounds (medians), scorer batch %d, database: %s
   publish (async, acked)                   %9.0f events/s
   draining a backlog (consume only):
     raw JetStream consume + ack            %9.0f events/s
@@ -122,15 +91,20 @@ func runBench(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger,
     scorer published → committed           %9.0f events/s
     scorer / raw                           %9.1f %%
   light traffic, publish → quality.changed: p50 %s, p99 %s (%d events, one at a time)
-`, res.Events, res.Rounds, *batch, res.Database, res.PublishRate, res.RawRate, res.ScorerRate, 100*res.Ratio(),
-		percents(res.RoundRatios), res.CeilingRate, 100*res.CeilingRatio(), percents(res.CeilingRatios), res.RawE2ERate, res.ScorerE2ERate, 100*res.ScorerE2ERate/res.RawE2ERate, res.LightP50.Round(time.Microsecond), res.LightP99.Round(time.Microsecond), res.LightSamples)
-	return nil
+`, r.Events, r.Rounds, r.BatchSize, r.Database, r.PublishRate, r.RawRate, r.ScorerRate, 100*r.Ratio(),
+		percents(r.RoundRatios), r.CeilingRate, 100*r.CeilingRatio(), percents(r.CeilingRatios), r.RawE2ERate, r.ScorerE2ERate, 100*r.ScorerE2ERate/r.RawE2ERate, r.LightP50.Round(time.Microsecond), r.LightP99.Round(time.Microsecond), r.LightSamples)
 }
 
-// Bench runs the load generator on an embedded NATS server and the
-// configured database (the PGlite dev database when none is set).
-func Bench(ctx context.Context, cfg config.Config, n, rounds, light int, log zerolog.Logger) (BenchResult, error) {
-	res := BenchResult{Events: n, Rounds: rounds, Database: "AGENTQ_DATABASE_URL"}
+// Scorer runs the load generator on an embedded NATS server and cfg's
+// database (the PGlite dev database when none is set), with the scorer
+// committing batches of cfg.BatchSize.
+func Scorer(ctx context.Context, cfg config.Config, o ScorerOptions, log zerolog.Logger) (ScorerResult, error) {
+	n, rounds, light := o.Events, o.Rounds, o.Light
+	diag := stdlog.New(io.Discard, "bench: ", 0)
+	if o.Diagnostics != nil {
+		diag.SetOutput(o.Diagnostics)
+	}
+	res := ScorerResult{Events: n, Rounds: rounds, BatchSize: cfg.BatchSize, Database: "AGENTQ_DATABASE_URL"}
 	dir, err := os.MkdirTemp("", "agentq-bench-")
 	if err != nil {
 		return res, err
@@ -180,7 +154,7 @@ func Bench(ctx context.Context, cfg config.Config, n, rounds, light int, log zer
 			return res, err
 		}
 		tenant := fmt.Sprintf("bench-%d-%x", r, rand.Uint32())
-		pubRate, scorer, err := scorerRound(ctx, d, benchEvents(n, tenant), tenant)
+		pubRate, scorer, err := scorerRound(ctx, d, benchEvents(n, tenant), tenant, diag)
 		if err != nil {
 			return res, err
 		}
@@ -335,7 +309,7 @@ func scorerE2ERound(ctx context.Context, d *app.Deps, events []event.Event, tena
 
 // scorerRound publishes events as a backlog while no scorer runs, then
 // starts one and measures until every effect is committed and acked.
-func scorerRound(ctx context.Context, d *app.Deps, events []event.Event, tenant string) (pubRate, rate float64, err error) {
+func scorerRound(ctx context.Context, d *app.Deps, events []event.Event, tenant string, diag *stdlog.Logger) (pubRate, rate float64, err error) {
 	start := time.Now()
 	for _, ev := range events {
 		if _, err := d.Publisher.PublishAsync(ev); err != nil {
@@ -354,7 +328,7 @@ func scorerRound(ctx context.Context, d *app.Deps, events []event.Event, tenant 
 	rate = float64(len(events)) / elapsed.Seconds()
 	stop()
 	if sum, n := handleTime(d); n > n0 {
-		benchLog.Printf("scorer round: %d batches, handler %.1f ms per batch, %.0f%% of the wall time", n-n0,
+		diag.Printf("scorer round: %d batches, handler %.1f ms per batch, %.0f%% of the wall time", n-n0,
 			1000*(sum-sum0)/float64(n-n0), 100*(sum-sum0)/elapsed.Seconds())
 	}
 	return pubRate, rate, err
@@ -454,9 +428,6 @@ func handleTime(d *app.Deps) (float64, uint64) {
 	}
 	return 0, 0
 }
-
-// benchLog prints per-round diagnostics with -v.
-var benchLog = log.New(io.Discard, "bench: ", 0)
 
 func waitCommitted(ctx context.Context, d *app.Deps, tenant string, n int64) error {
 	for {
