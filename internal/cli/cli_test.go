@@ -723,3 +723,35 @@ func TestDevStateFileNotWritable(t *testing.T) {
 	defer stop()
 	require.Contains(t, banner, "state      not written: set AGENTQ_NATS_URL and AGENTQ_DATABASE_URL in other terminals")
 }
+
+// Two agentq dev on one --data directory would share a NATS store (both
+// acking different events at one sequence) and a database: the second is
+// refused before it binds a port or touches the store, naming the first's
+// pid, and the first's state files stay as they were.
+func TestDevSecondInstanceOnSameDataRefused(t *testing.T) {
+	dir, cache := t.TempDir(), t.TempDir()
+	env := map[string]string{"AGENTQ_DATABASE_URL": testenv.DatabaseURL(t), "AGENTQ_METRICS_ADDR": "off", "AGENTQ_LOG_LEVEL": "warn", "XDG_CACHE_HOME": cache}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	natsURL, stop := startDev(t, ctx, env, "--data", dir)
+	defer stop()
+
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	defer scancel()
+	code, out, errOut := run(sctx, env, "", "dev", "--nats-listen", "127.0.0.1:0", "--data", dir)
+	require.Equal(t, 1, code, "refused at once, not run until the deadline: %s", out)
+	require.NotContains(t, out, "agentq dev is running")
+	require.Contains(t, errOut, fmt.Sprintf("another agentq dev is running on this directory (pid %d)", os.Getpid()))
+	require.Contains(t, errOut, dir)
+	for _, p := range []string{filepath.Join(dir, "dev.json"), filepath.Join(cache, "agentq", "dev.json")} {
+		raw, err := os.ReadFile(p)
+		require.NoError(t, err, "the first instance's state file %s stays", p)
+		require.Contains(t, string(raw), natsURL, p)
+	}
+
+	// The first instance still works, alone on its store.
+	client := map[string]string{"AGENTQ_NATS_URL": natsURL}
+	code, out, errOut = run(ctx, client, "", "publish", "--tenant", testenv.Tenant(t), "--type", "tool.executed", "--data", `{"tool_name":"x","success":true}`)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "published")
+}

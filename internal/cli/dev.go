@@ -38,7 +38,9 @@ AGENTQ_DATABASE_URL is set), migrations and every consumer in one process,
 until Ctrl-C. While it runs, the other agentq commands in another terminal
 find it by itself: it leaves its NATS and database URLs in a state file,
 dev.json in the user's cache directory (and in the --data directory), removed
-on exit.`)
+on exit. A --data directory is locked while agentq dev runs on it: a second
+instance on the same directory is refused (it would share the NATS store and
+the database), and the lock goes with the process, however it ends.`)
 }
 
 func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
@@ -69,6 +71,19 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
 	}
 	if port == 0 {
 		port = -1 // any free port
+	}
+	// One agentq dev per data directory, checked before anything else:
+	// a second one would share the NATS store and the database, and the
+	// port clashes it would meet next say nothing of that.
+	if *data != "" {
+		if err := os.MkdirAll(*data, 0o755); err != nil {
+			return err
+		}
+		release, err := lockDataDir(*data)
+		if err != nil {
+			return err
+		}
+		defer release()
 	}
 	// Another agentq dev holding the ports is the usual cause of a clash.
 	other := ""
@@ -144,7 +159,7 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
 
 	statePath := devStatePath(e, "") + " (agentq commands in other terminals use this instance)"
 	removeState, err := writeDevState(e, dirIf(persistent, dir), devState{
-		NATSURL: cfg.NATSURL, DatabaseURL: cfg.DatabaseURL, PID: os.Getpid(), StartedAt: time.Now().UTC(),
+		NATSURL: cfg.NATSURL, DatabaseURL: cfg.DatabaseURL, PID: os.Getpid(), StartedAt: time.Now().UTC(), DataDir: dirIf(persistent, dir),
 	})
 	if err != nil {
 		// Not fatal: the other commands then need AGENTQ_NATS_URL and
