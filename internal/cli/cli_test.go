@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -754,4 +756,37 @@ func TestDevSecondInstanceOnSameDataRefused(t *testing.T) {
 	code, out, errOut = run(ctx, client, "", "publish", "--tenant", testenv.Tenant(t), "--type", "tool.executed", "--data", `{"tool_name":"x","success":true}`)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "published")
+}
+
+// The banner's dev database URL works as printed with psql (libpq refuses
+// pgx's default_query_exec_mode), while the state file the agentq commands
+// read keeps the parameter PGlite needs for pgx.
+func TestDevBannerDatabaseURLForPsql(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the dev database")
+	}
+	cache := t.TempDir()
+	env := map[string]string{"AGENTQ_METRICS_ADDR": "off", "AGENTQ_LOG_LEVEL": "warn", "AGENTQ_PGLITE_DIR": os.Getenv("AGENTQ_PGLITE_DIR"), "XDG_CACHE_HOME": cache}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, banner, stop := startDevBanner(t, ctx, env)
+	defer stop()
+	m := regexp.MustCompile(`(?m)^  database   (postgres://\S+)$`).FindStringSubmatch(banner)
+	require.NotNil(t, m, banner)
+	u, err := url.Parse(m[1])
+	require.NoError(t, err)
+	for k := range u.Query() {
+		require.Contains(t, []string{"sslmode", "connect_timeout", "application_name"}, k, "a parameter libpq (psql) does not know: %s", m[1])
+	}
+	st, err := os.ReadFile(filepath.Join(cache, "agentq", "dev.json"))
+	require.NoError(t, err)
+	require.Contains(t, string(st), "default_query_exec_mode=exec", "agentq commands still get the parameter pgx needs with PGlite")
+
+	psql, err := exec.LookPath("psql")
+	if err != nil {
+		t.Skip("psql is not installed")
+	}
+	out, err := exec.CommandContext(ctx, psql, m[1], "-XAtc", "select 41 + 1").CombinedOutput()
+	require.NoError(t, err, "psql %q: %s", m[1], out)
+	require.Equal(t, "42", strings.TrimSpace(string(out)))
 }

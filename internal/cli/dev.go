@@ -140,8 +140,10 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
 			return interrupted(err)
 		}
 		defer db.Close()
-		cfg.DatabaseURL = db.URL()
-		dbWhere = db.URL() + "\n             (PGlite dev database " + kind + ")"
+		cfg.DatabaseURL = db.URL() // with default_query_exec_mode=exec, which pgx needs with PGlite
+		// psql takes it as printed; agentq commands in other terminals
+		// find the pgx form in the state file.
+		dbWhere = db.PsqlURL() + "\n             (PGlite dev database " + kind + "; psql \"<url>\" works; as AGENTQ_DATABASE_URL add &default_query_exec_mode=exec)"
 	}
 	d, err := app.Start(ctx, cfg, "dev", log)
 	if err != nil {
