@@ -790,3 +790,54 @@ func TestDevBannerDatabaseURLForPsql(t *testing.T) {
 	require.NoError(t, err, "psql %q: %s", m[1], out)
 	require.Equal(t, "42", strings.TrimSpace(string(out)))
 }
+
+// Flags may follow the subjects (`tail SUBJECT --all --count 2` used to
+// take the flags for subjects and wait forever).
+func TestTailFlagsAfterSubjects(t *testing.T) {
+	n := testenv.StartNATS(t)
+	tenant := testenv.Tenant(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := map[string]string{"AGENTQ_NATS_URL": n.URL}
+	for _, tool := range []string{"first", "second", "third"} {
+		code, _, errOut := run(ctx, client, "", "publish", "--tenant", tenant, "--type", "tool.executed", "--data", `{"tool_name":"`+tool+`","success":true}`)
+		require.Equal(t, 0, code, errOut)
+	}
+	code, out, errOut := run(ctx, client, "", "tail", "tool.executed."+tenant, "--all", "--count", "2")
+	require.NoError(t, ctx.Err(), "tail returned after 2 events, not at the deadline")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, "tailing tool.executed."+tenant+" ...")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, out)
+	require.Contains(t, lines[0], `"tool_name":"first"`)
+	require.Contains(t, lines[1], `"tool_name":"second"`)
+}
+
+// A subject no stream holds, or on which agentq publishes no event, is
+// refused with what the subjects are, instead of being followed forever in
+// silence.
+func TestTailRefusesUnknownSubjects(t *testing.T) {
+	tests := []struct {
+		subject string
+		want    string
+	}{
+		{"foo.bar.demo", `no stream holds subject "foo.bar.demo": stream AGENTQ holds prompt.>, tool.>`},
+		{"search.tools.demo", `no stream holds subject "search.tools.demo"`},
+		{"quality.changed", `no agentq event is published on "quality.changed": subjects are <domain>.<event>.<tenant>`},
+		{"quality.chnged.demo", `no agentq event is published on "quality.chnged.demo"`},
+		{"tool.executed.demo.extra", `no agentq event is published on "tool.executed.demo.extra"`},
+		{"quality.changed.Demo", `no agentq event is published on "quality.changed.Demo": "Demo" is not a tenant id`},
+		{"quality..demo", `subject "quality..demo" is not a NATS subject`},
+		{"tool.>.demo", `subject "tool.>.demo" is not a NATS subject`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.subject, func(t *testing.T) {
+			// No server: refused before connecting.
+			code, out, errOut := run(context.Background(), map[string]string{"AGENTQ_NATS_URL": "nats://127.0.0.1:1"}, "", "tail", "quality.changed.demo", tc.subject, "--count", "1")
+			require.Equal(t, 2, code, errOut)
+			require.Empty(t, out)
+			first, _, _ := strings.Cut(errOut, "\n")
+			require.Contains(t, first, tc.want)
+		})
+	}
+}
