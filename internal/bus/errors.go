@@ -10,7 +10,7 @@ import (
 const (
 	ReasonDecode         = "decode"          // not a CloudEvent in either content mode
 	ReasonOversize       = "oversize"        // payload over the configured limit
-	ReasonTenantMismatch = "tenant_mismatch" // tenantid extension differs from the subject's tenant token
+	ReasonTenantMismatch = "tenant_mismatch" // tenantid extension differs from the subject's tenant token, or that token is not a tenant id
 	ReasonUnknownType    = "unknown_type"    // no schema for the event type, or type does not match subject
 	ReasonSchema         = "schema"          // data does not match the type's schema
 	ReasonPermanent      = "permanent"       // the handler said the event can never succeed

@@ -310,7 +310,7 @@ func TestDLQRedrive(t *testing.T) {
 	// A valid event the scorer dead-lettered while it had a bug, as the
 	// runner stores it: original headers and data plus the reason.
 	tenant := testenv.Tenant(t)
-	ev, err := bus.NewEvent(quality.TypeToolExecuted, tenant, "test", map[string]any{"tool_name": "search", "success": true})
+	ev, err := bus.NewEvent(quality.TypeToolExecuted, tenant, "test", map[string]any{"tool_name": "search", "success": true, "output": "3 results"})
 	require.NoError(t, err)
 	orig, err := bus.Encode(ev)
 	require.NoError(t, err)
@@ -342,6 +342,36 @@ func TestDLQRedrive(t *testing.T) {
 		m, err := quality.Get(ctx, pool, quality.Key{Tenant: tenant, Target: quality.TargetTool, ID: "search"})
 		return err == nil && m != nil && m.TotalCalls == 1
 	}, "the redriven event was scored")
+
+	// The redrive is for the scorer alone: the rater, which handles
+	// tool.executed too, acks it without rating it. An event published
+	// after it shows the rater has gone past it.
+	facts, err := js.Stream(ctx, bus.StreamName)
+	require.NoError(t, err)
+	again, err := facts.GetLastMsgForSubject(ctx, orig.Subject)
+	require.NoError(t, err)
+	require.Equal(t, "scorer", again.Header.Get(bus.HeaderRedriveFor))
+	code, out, errOut = run(ctx, client, "", "publish", "--tenant", tenant, "--type", "tool.executed", "--data", `{"tool_name":"later","success":true,"output":"done"}`)
+	require.Equal(t, 0, code, errOut)
+	later := regexp.MustCompile(`id=(\S+)`).FindStringSubmatch(out)[1]
+	ratedSubject := "tool.rated." + tenant
+	causes := func() map[string]bool {
+		got := map[string]bool{}
+		cons, err := js.OrderedConsumer(ctx, bus.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{ratedSubject}})
+		require.NoError(t, err)
+		for {
+			m, err := cons.Next(jetstream.FetchMaxWait(200 * time.Millisecond))
+			if err != nil {
+				return got
+			}
+			ev, err := bus.Decode(m.Headers(), m.Data())
+			require.NoError(t, err)
+			got[bus.Causation(ev)] = true
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return causes()[later] }, "the rater rated the later event")
+	require.False(t, causes()[ev.ID()], "the rater did not rate the scorer's redrive")
+
 	code, out, _ = run(ctx, client, "", "dlq")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "no dead letters")

@@ -44,9 +44,10 @@ deliveries and the reason. A dead letter marked "payload by reference" holds
 only the reason; its event is the message at that sequence in stream AGENTQ.
 
 After fixing the cause, --redrive republishes the selected dead letters to
-their original subjects (a consumer that applied an event already skips it
-by its id) and removes them from the DLQ; --discard deletes them. Both act on
-every dead letter the filters select, regardless of --limit.`)
+their original subjects for the consumer that dead-lettered them (header
+Agentq-Redrive-For: the other consumers ack the copy without handling it)
+and removes them from the DLQ; --discard deletes them. Both act on every
+dead letter the filters select, regardless of --limit.`)
 }
 
 // connect connects to cfg.NATSURL; callers resolve it with natsURL first,
@@ -453,6 +454,11 @@ func redriveDeadLetters(ctx context.Context, e Env, js jetstream.JetStream, dlq 
 			}
 		}
 		m.Data = data
+		if l.Consumer != "" {
+			// For the consumer that failed only: the others applied the
+			// original already, and ack this copy without handling it.
+			m.Header.Set(bus.HeaderRedriveFor, l.Consumer)
+		}
 		// No Nats-Msg-Id: the original id may still be in the duplicate
 		// window, and this copy must be stored. Consumers that applied the
 		// event already recognise it by its id in their inbox.
