@@ -177,7 +177,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"publish"}, 2, "-tenant"},
 		{[]string{"replay", "--consumer", "scorer"}, 2, "--yes"},
 		{[]string{"replay", "--consumer", "rater", "--yes"}, 2, "rebuilding the rater re-rates every event with the rules"},
-		{[]string{"replay", "--consumer", "degrader", "--yes"}, 2, `cannot rebuild "degrader"`},
+		{[]string{"replay", "--consumer", "webhooks", "--yes"}, 2, `cannot rebuild "webhooks"`},
 		{[]string{"migrate"}, 1, "AGENTQ_DATABASE_URL is not set"},
 	}
 	for _, tc := range tests {
