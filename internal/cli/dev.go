@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -187,6 +189,7 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
 	if cfg.NATSURL != defaultOf("AGENTQ_NATS_URL") {
 		prefix = "AGENTQ_NATS_URL=" + cfg.NATSURL + " "
 	}
+	prefix += runningCommand()
 	fmt.Fprintf(e.Stdout, `agentq dev is running. Ctrl-C stops it.
 
   NATS       %s   (JetStream, streams AGENTQ and AGENTQ_DLQ)
@@ -197,8 +200,8 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
   state      %s
 
 Try it, in another terminal:
-  %sgo run ./cmd/agentq tail quality.changed.demo tool.rated.demo &
-  %sgo run ./cmd/agentq publish --tenant demo --type tool.executed --data '{"tool_name":"web_search","success":true,"latency_ms":120,"input":{"query":"weather in Paris"},"output":"Paris: 21°C, sunny"}'
+  %s tail quality.changed.demo tool.rated.demo &
+  %s publish --tenant demo --type tool.executed --data '{"tool_name":"web_search","success":true,"latency_ms":120,"input":{"query":"weather in Paris"},"output":"Paris: 21°C, sunny"}'
 `, cfg.NATSURL, dbWhere, where, names, metricsURL(cfg.MetricsAddr), statePath, prefix, prefix)
 	err = app.Run(ctx, d, Consumers...)
 	fmt.Fprintln(e.Stdout, "agentq dev stopped.")
@@ -207,6 +210,41 @@ Try it, in another terminal:
 		return nil
 	}
 	return err
+}
+
+// runningCommand is how a person runs the agentq that is running, from
+// the working directory (see selfCommand).
+func runningCommand() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "agentq"
+	}
+	wd, _ := os.Getwd()
+	onPath, _ := exec.LookPath("agentq")
+	if onPath != "" {
+		onPath, _ = filepath.Abs(onPath)
+	}
+	return selfCommand(exe, wd, onPath)
+}
+
+// selfCommand is how the banner's examples run the binary at exe:
+// bin/agentq after make dev (relative to the working directory wd),
+// "agentq" when it is the one on PATH (onPath), go run when go run built
+// it in a temporary directory that is gone once it exits, else its path.
+func selfCommand(exe, wd, onPath string) string {
+	if slices.ContainsFunc(strings.Split(filepath.ToSlash(exe), "/"), func(e string) bool { return strings.HasPrefix(e, "go-build") }) {
+		return "go run ./cmd/agentq"
+	}
+	if exe == onPath {
+		return "agentq"
+	}
+	if rel, err := filepath.Rel(wd, exe); err == nil && wd != "" && !strings.HasPrefix(rel, "..") {
+		if !strings.ContainsRune(rel, filepath.Separator) {
+			rel = "." + string(filepath.Separator) + rel
+		}
+		return rel
+	}
+	return exe
 }
 
 func dirIf(ok bool, dir string) string {
