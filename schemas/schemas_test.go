@@ -158,7 +158,7 @@ func loadRegistry(t testing.TB) *Registry {
 	return r
 }
 
-func readFixtures(t *testing.T) []fixture {
+func readFixtures(t testing.TB) []fixture {
 	t.Helper()
 	entries, err := os.ReadDir("testdata")
 	require.NoError(t, err)

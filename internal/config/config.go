@@ -92,6 +92,9 @@ type Search struct {
 	Timeout              time.Duration // longest a request may take
 	Prepared             int           // search statements kept prepared per database connection
 	ArmsApart            int           // hybrid searches at a time that may run their arms at once on two connections; 0: none
+	RenderMaxOutput      int           // bytes a prompt's rendering may produce
+	RenderMaxSteps       int           // actions, loop iterations and KiB built by functions one rendering may take
+	RenderTimeout        time.Duration // longest one rendering may take
 }
 
 // Config is the whole configuration of an agentq binary.
@@ -219,9 +222,12 @@ var Vars = []Var{
 	{"AGENTQ_SEARCH_CACHE_SIZE", "1024", "query embeddings kept in memory; -1 keeps none"},
 	{"AGENTQ_SEARCH_GET_CACHE_SIZE", "4096", "`prompts.get` answers kept in memory; -1 keeps none. An answer is dropped when its prompt gets a new version or a moved label (heard from the `prompt.indexed` results, by every indexer copy) and after `AGENTQ_SEARCH_GET_CACHE_TTL` at the latest"},
 	{"AGENTQ_SEARCH_GET_CACHE_TTL", "10s", "longest a `prompts.get` answer is kept"},
-	{"AGENTQ_SEARCH_CONCURRENCY", "16", "search requests served at once per endpoint by each indexer copy"},
+	{"AGENTQ_SEARCH_CONCURRENCY", "16", "search requests served at once per endpoint by each indexer copy; four times as many more wait for a slot until their timeout, and further requests are answered `overloaded` at once"},
 	{"AGENTQ_SEARCH_TIMEOUT", "2s", "longest a search or prompts.get request may take before it is answered with a timeout error"},
 	{"AGENTQ_SEARCH_PREPARED", "32", "search statements each database connection keeps prepared with a generic plan (one per tenant and request shape, ~0.65 MB of Postgres memory each for prompts); the least recently used is deallocated"},
+	{"AGENTQ_SEARCH_RENDER_MAX_OUTPUT", "262144", "bytes one rendering of a prompt (prompts.get, search.prompts with params) may produce, and any text a template function builds on the way; past it the request is answered render_limit"},
+	{"AGENTQ_SEARCH_RENDER_MAX_STEPS", "100000", "actions, loop iterations and KiB built by template functions one rendering may take (100,000 is about 10 ms); past it: render_limit"},
+	{"AGENTQ_SEARCH_RENDER_TIMEOUT", "500ms", "longest one rendering may take, at most AGENTQ_SEARCH_TIMEOUT; past it: render_limit"},
 	{"AGENTQ_SEARCH_ARMS_APART", "1", "hybrid searches at a time, per indexer copy, that run their vector and full-text arms at once on two database connections (at most a quarter of the pool); the others run both arms in one statement; 0: every search runs one statement"},
 }
 
@@ -336,6 +342,8 @@ func Load(getenv func(string) string) (Config, error) {
 			GetCacheSize: num("AGENTQ_SEARCH_GET_CACHE_SIZE"), GetCacheTTL: dur("AGENTQ_SEARCH_GET_CACHE_TTL"),
 			Concurrency: num("AGENTQ_SEARCH_CONCURRENCY"), Timeout: dur("AGENTQ_SEARCH_TIMEOUT"),
 			Prepared: num("AGENTQ_SEARCH_PREPARED"), ArmsApart: num("AGENTQ_SEARCH_ARMS_APART"),
+			RenderMaxOutput: num("AGENTQ_SEARCH_RENDER_MAX_OUTPUT"), RenderMaxSteps: num("AGENTQ_SEARCH_RENDER_MAX_STEPS"),
+			RenderTimeout: dur("AGENTQ_SEARCH_RENDER_TIMEOUT"),
 		},
 		Rater: Rater{
 			Timeout: dur("AGENTQ_RATER_TIMEOUT"), Concurrency: num("AGENTQ_RATER_CONCURRENCY"),
@@ -450,6 +458,9 @@ func (c Config) Validate() error {
 	check(c.Search.GetCacheTTL > 0, "AGENTQ_SEARCH_GET_CACHE_TTL must be positive")
 	check(c.Search.Prepared >= 1 && c.Search.Prepared <= 10000, "AGENTQ_SEARCH_PREPARED %d: want 1..10000", c.Search.Prepared)
 	check(c.Search.ArmsApart >= 0 && c.Search.ArmsApart <= 1000, "AGENTQ_SEARCH_ARMS_APART %d: want 0..1000", c.Search.ArmsApart)
+	check(c.Search.RenderMaxOutput >= 1024 && c.Search.RenderMaxOutput <= 64<<20, "AGENTQ_SEARCH_RENDER_MAX_OUTPUT %d: want 1024..67108864", c.Search.RenderMaxOutput)
+	check(c.Search.RenderMaxSteps >= 1000 && c.Search.RenderMaxSteps <= 100_000_000, "AGENTQ_SEARCH_RENDER_MAX_STEPS %d: want 1000..100000000", c.Search.RenderMaxSteps)
+	check(c.Search.RenderTimeout > 0 && c.Search.RenderTimeout <= c.Search.Timeout, "AGENTQ_SEARCH_RENDER_TIMEOUT %s: want above 0 and at most AGENTQ_SEARCH_TIMEOUT (%s), so a rendering stopped at its limit is answered render_limit, not timeout", c.Search.RenderTimeout, c.Search.Timeout)
 	check(c.DevDBStartTimeout > 0, "AGENTQ_DEVDB_START_TIMEOUT must be positive")
 	check(c.InboxRetention >= 0, "AGENTQ_INBOX_RETENTION must not be negative")
 	check(c.IndexerWriters >= 1 && c.IndexerWriters <= 64, "AGENTQ_INDEXER_WRITERS %d: want 1..64", c.IndexerWriters)

@@ -159,7 +159,7 @@ func (ix *Indexer) Handle(ctx context.Context, batch []*bus.Delivery) []error {
 
 // applyGroup applies the events of valid in one transaction and returns
 // their results; an event that could not be applied gets its error in
-// errs. Events of a tenant being rebuilt wait (an outage), the others are
+// errs. Events of a tenant being rebuilt wait (deferred), the others are
 // applied without them.
 func (ix *Indexer) applyGroup(ctx context.Context, ops []op, valid []int, errs []error) []event.Event {
 	results, err := ix.apply(ctx, ops, valid)
@@ -168,7 +168,7 @@ func (ix *Indexer) applyGroup(ctx context.Context, ops []op, valid []int, errs [
 		wait := map[int]bool{}
 		for _, i := range rb.idx {
 			wait[i] = true
-			errs[i] = bus.Unavailable(fmt.Errorf("tenant %s is being rebuilt (agentq replay); its events wait until it completes", ops[i].d.Tenant))
+			errs[i] = bus.Deferred(fmt.Errorf("tenant %s is being rebuilt (agentq replay); its events wait until it completes", ops[i].d.Tenant))
 		}
 		rest := valid[:0:0]
 		for _, i := range valid {

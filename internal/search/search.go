@@ -40,6 +40,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentq/agentq/internal/embed"
+	"github.com/agentq/agentq/internal/library"
 )
 
 // Weights weigh the components of a score. They need not add up to 1;
@@ -154,6 +155,10 @@ type Options struct {
 	// shape, and a prompt search's plan holds ~0.65 MB of its backend's
 	// memory.
 	Prepared int
+	// Render bounds each rendering of a prompt, in prompts.get and in
+	// search.prompts with params (zero fields: library's defaults). A
+	// rendering stopped at a limit is answered render_limit.
+	Render library.Limits
 }
 
 func (o *Options) defaults() error {

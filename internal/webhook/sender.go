@@ -129,9 +129,10 @@ func (s *Sender) Handle(ctx context.Context, d *bus.Delivery) error {
 	if age := time.Since(d.Time); age > s.opts.GiveUp {
 		return bus.Permanentf("gave up after %s (AGENTQ_ALERT_WEBHOOK_GIVE_UP %s): %w", age.Round(time.Second), s.opts.GiveUp, err)
 	}
-	// A receiver being down is an outage: retried with backoff, however
-	// long, without spending the alert's delivery budget.
-	return bus.Unavailable(err)
+	// A receiver being down is not the alert's fault: it waits, with the
+	// runner's backoff, without spending its delivery budget and without
+	// pausing the delivery of other alerts (to other endpoints).
+	return bus.Deferred(err)
 }
 
 func (s *Sender) isGone(e Endpoint) bool {
