@@ -29,25 +29,27 @@ var (
 
 // seedReport is what prompt seed and tool register print with --json.
 type seedReport struct {
-	Tenant    string `json:"tenant"`
-	Created   int    `json:"created"`
-	Unchanged int    `json:"unchanged"`
-	Rejected  int    `json:"rejected"`
-	NoAnswer  int    `json:"no_answer"`
-	Items     []struct {
-		Source      string   `json:"source"`
-		Index       int      `json:"index"`
-		Line        int      `json:"line"`
-		PromptID    string   `json:"prompt_id"`
-		ToolName    string   `json:"tool_name"`
-		Version     int      `json:"version"`
-		EventID     string   `json:"event_id"`
-		Duplicate   bool     `json:"duplicate_publish"`
-		Outcome     string   `json:"outcome"`
-		ContentHash string   `json:"content_hash"`
-		Labels      []string `json:"labels"`
-		ReasonCode  string   `json:"reason_code"`
-		Reason      string   `json:"reason"`
+	Tenant     string `json:"tenant"`
+	Created    int    `json:"created"`
+	Unchanged  int    `json:"unchanged"`
+	Rejected   int    `json:"rejected"`
+	NoAnswer   int    `json:"no_answer"`
+	Duplicates int    `json:"duplicate_publishes"`
+	Items      []struct {
+		Source         string   `json:"source"`
+		Index          int      `json:"index"`
+		Line           int      `json:"line"`
+		PromptID       string   `json:"prompt_id"`
+		ToolName       string   `json:"tool_name"`
+		Version        int      `json:"version"`
+		EventID        string   `json:"event_id"`
+		Duplicate      bool     `json:"duplicate_publish"`
+		Outcome        string   `json:"outcome"`
+		EarlierOutcome string   `json:"earlier_outcome"`
+		ContentHash    string   `json:"content_hash"`
+		Labels         []string `json:"labels"`
+		ReasonCode     string   `json:"reason_code"`
+		Reason         string   `json:"reason"`
 	} `json:"items"`
 }
 
@@ -117,13 +119,24 @@ func TestPromptSeedActivateEndToEnd(t *testing.T) {
 	require.Len(t, firstEventIDs, 6)
 	require.Equal(t, uint64(6), countSubject(t, n.JS, subject))
 
-	// Again at once: the same event ids, dropped by JetStream; the answers
-	// are the earlier ones, read back from the stream.
+	// Again at once: the same event ids, dropped by JetStream; nothing is
+	// created by this run, and the report says so (the earlier answers,
+	// read back from the stream, said "created" for the earlier run).
 	code, out, errOut = run(ctx, client, "", "prompt", "seed", examplePrompts, "--tenant", tenant, "--timeout", "60s")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "6 prompts for tenant "+tenant+": 6 created, 0 unchanged, 0 rejected, 0 without an answer")
-	require.Regexp(t, `(?m)^created\s+support-answer@1\s+\S+prompts\.yaml#1\s+hash [0-9a-f]{12} \(published earlier in the duplicate window: its answer\)$`, out)
+	require.Contains(t, out, "6 prompts for tenant "+tenant+": 0 created, 6 unchanged (6 already published within the duplicate window: nothing stored again), 0 rejected, 0 without an answer")
+	require.Regexp(t, `(?m)^unchanged\s+support-answer@1\s+\S+prompts\.yaml#1\s+hash [0-9a-f]{12} \(already published within the duplicate window: created then\)$`, out)
 	require.Equal(t, uint64(6), countSubject(t, n.JS, subject), "nothing new was stored")
+	code, out, errOut = run(ctx, client, "", "prompt", "seed", examplePrompts, "--tenant", tenant, "--json")
+	require.Equal(t, 0, code, errOut)
+	rep = decodeReport(t, out)
+	require.Equal(t, []int{0, 6, 0, 0, 6}, []int{rep.Created, rep.Unchanged, rep.Rejected, rep.NoAnswer, rep.Duplicates}, out)
+	for _, it := range rep.Items {
+		require.True(t, it.Duplicate)
+		require.Equal(t, "unchanged", it.Outcome)
+		require.Equal(t, "created", it.EarlierOutcome, "what the earlier publish got")
+		require.True(t, firstEventIDs[it.EventID])
+	}
 
 	// A conflicting version is rejected with the indexer's reason; a
 	// version left out becomes the next one; the file's other entry is
