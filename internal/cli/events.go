@@ -22,7 +22,7 @@ func init() {
 	register("publish", "publish one event (data from --data or stdin), validated against its schema", runPublish)
 	register("tail", "print events from the stream as they arrive (subjects default to every fact)", runTail)
 	register("dlq", "list dead letters with their reasons; redrive them after a fix, or discard them", runDLQ)
-	describe("publish", "--tenant T --type TYPE [--data JSON] [flags]", `Publishes one event to stream AGENTQ after checking its data against the
+	describe("publish", "--tenant T --type TYPE [--data JSON] [--repeat N] [flags]", `Publishes one event to stream AGENTQ after checking its data against the
 type's JSON schema (schemas/). The data comes from --data, or from stdin
 when --data is absent. A short type such as tool.executed means
 agentq.tool.executed.v1.`)
@@ -80,6 +80,7 @@ func runPublish(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger,
 	data := fs.String("data", "", "event data as JSON (default: read from stdin)")
 	source := fs.String("source", "agentq-cli", "CloudEvents source")
 	id := fs.String("id", "", "event id (default: a new UUIDv7)")
+	repeat := fs.Int("repeat", 1, "publish this many events with the same data, each with a new id (a quick way to simulate traffic)")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
@@ -92,6 +93,10 @@ func runPublish(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger,
 		return usageError(e, fs, "publish", "--type is required")
 	case fs.NArg() > 0:
 		return usageError(e, fs, "publish", "unexpected argument %q (the data goes in --data or on stdin)", fs.Arg(0))
+	case *repeat < 1 || *repeat > 100000:
+		return usageError(e, fs, "publish", "--repeat must be 1 to 100000")
+	case *repeat > 1 && *id != "":
+		return usageError(e, fs, "publish", "--id names one event; it excludes --repeat")
 	}
 	raw := []byte(*data)
 	if *data == "" {
@@ -121,7 +126,20 @@ func runPublish(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger,
 		return err
 	}
 	defer nc.Close()
-	ack, err := bus.NewPublisher(js, reg).Publish(ctx, ev)
+	pub := bus.NewPublisher(js, reg)
+	if *repeat > 1 {
+		// The first in full, then the rest in order, each with its own id.
+		for i := 1; i < *repeat; i++ {
+			if _, err := pub.Publish(ctx, ev); err != nil {
+				return err
+			}
+			if ev, err = bus.NewEvent(fullType(*typ), *tenant, *source, obj); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(e.Stdout, "published %d more %s events before this one\n", *repeat-1, ev.Type())
+	}
+	ack, err := pub.Publish(ctx, ev)
 	if err != nil {
 		return err
 	}
