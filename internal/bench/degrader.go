@@ -44,6 +44,10 @@ type DegraderResult struct {
 	// Anchor: one event published and received by a plain JetStream pull
 	// consumer, the floor of any consumer's latency.
 	AnchorP50, AnchorP99 time.Duration
+	// Commits: two single-row transactions one after the other on the same
+	// database, timed between the samples: the path's two commits (store
+	// the call, then the decision) with nothing of agentq around them.
+	CommitsP50, CommitsP99 time.Duration
 	Database             string
 }
 
@@ -53,6 +57,7 @@ func (r DegraderResult) Print(w io.Writer) {
 	fmt.Fprintf(w, "  tool.executed → tool.quarantined on the stream  p50 %6.2f ms  p99 %6.2f ms\n", ms(r.QuarantineP50), ms(r.QuarantineP99))
 	fmt.Fprintf(w, "  tool.executed → webhook POST received           p50 %6.2f ms  p99 %6.2f ms\n", ms(r.WebhookP50), ms(r.WebhookP99))
 	fmt.Fprintf(w, "  anchor: publish → plain pull consumer           p50 %6.2f ms  p99 %6.2f ms\n", ms(r.AnchorP50), ms(r.AnchorP99))
+	fmt.Fprintf(w, "  anchor: two single-row commits, between samples p50 %6.2f ms  p99 %6.2f ms\n", ms(r.CommitsP50), ms(r.CommitsP99))
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -147,7 +152,10 @@ func Degrader(ctx context.Context, cfg config.Config, o DegraderOptions, log zer
 		return res, err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	var toQuarantine, toWebhook []time.Duration
+	if _, err := d.Pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_commit_anchor (id bigserial PRIMARY KEY, at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return res, err
+	}
+	var toQuarantine, toWebhook, commits []time.Duration
 	for s := 0; s < samples; s++ {
 		tool := fmt.Sprintf("tool-%05d", s)
 		sent := map[string]time.Time{}
@@ -192,6 +200,13 @@ func Degrader(ctx context.Context, cfg config.Config, o DegraderOptions, log zer
 			}
 			time.Sleep(time.Millisecond)
 		}
+		start = time.Now()
+		for range 2 {
+			if _, err := d.Pool.Exec(ctx, `INSERT INTO bench_commit_anchor DEFAULT VALUES`); err != nil {
+				return res, err
+			}
+		}
+		commits = append(commits, time.Since(start))
 	}
 	res.QuarantineP50, res.QuarantineP99 = quantiles(toQuarantine)
 	res.WebhookP50, res.WebhookP99 = quantiles(toWebhook)
@@ -200,6 +215,7 @@ func Degrader(ctx context.Context, cfg config.Config, o DegraderOptions, log zer
 		return res, err
 	}
 	res.AnchorP50, res.AnchorP99 = quantiles(anchor)
+	res.CommitsP50, res.CommitsP99 = quantiles(commits)
 	return res, nil
 }
 

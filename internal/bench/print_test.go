@@ -37,10 +37,12 @@ func TestScorerAndDegraderTables(t *testing.T) {
 		QuarantineP50: 18390 * time.Microsecond, QuarantineP99: 83170 * time.Microsecond,
 		WebhookP50: 18990 * time.Microsecond, WebhookP99: 84940 * time.Microsecond,
 		AnchorP50: 120 * time.Microsecond, AnchorP99: 570 * time.Microsecond,
+		CommitsP50: 2100 * time.Microsecond, CommitsP99: 41250 * time.Microsecond,
 	}.Print(&out)
 	require.Equal(t, `degrader, 20 tools, 5 broken one at a time, 20ms between calls (AGENTQ_DATABASE_URL)
   tool.executed → tool.quarantined on the stream  p50  18.39 ms  p99  83.17 ms
   tool.executed → webhook POST received           p50  18.99 ms  p99  84.94 ms
   anchor: publish → plain pull consumer           p50   0.12 ms  p99   0.57 ms
+  anchor: two single-row commits, between samples p50   2.10 ms  p99  41.25 ms
 `, out.String())
 }
