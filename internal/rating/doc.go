@@ -86,7 +86,8 @@
 //   - Untrusted text is checked for instructions aimed at the rater (see
 //     Detect: orders to ignore earlier instructions, orders to give a
 //     score, a forged rating object, forged fence markers, notes to the
-//     model). When one is found the model is not asked at all; rules:v1
+//     model), read as the model reads it: JSON escapes (an input object's
+//     "\u0020", "\n") decoded. When one is found the model is not asked at all; rules:v1
 //     rates the event with both parts capped at 0.5, and the result says
 //     injection_suspected: true. The injected text can therefore never
 //     raise a rating, nor lower it below what the rules give. The same
