@@ -36,8 +36,10 @@ var updateCorpus = flag.Bool("update-corpus", false, "rewrite testdata/fuzz/Fuzz
 
 // FuzzValidate validates fuzzed bytes as the data of every registered
 // event type and message and checks that Validate never panics, that the
-// same input always gets the same verdict and message, and that its
-// errors are one line of bounded, valid UTF-8 text.
+// same input always gets the same verdict and message, that its errors
+// are one line of bounded, valid UTF-8 text, and that the fast path agrees
+// with the jsonschema library (FuzzFastPath does that alone, from every
+// fixture).
 func FuzzValidate(f *testing.F) {
 	r := loadRegistry(f)
 	names := append(r.Types(), r.Messages()...)
@@ -46,6 +48,7 @@ func FuzzValidate(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, name := range names {
+			agree(t, r, name, data)
 			err := r.Validate(name, data)
 			again := r.Validate(name, bytes.Clone(data))
 			if (err == nil) != (again == nil) || (err != nil && err.Error() != again.Error()) {

@@ -4,7 +4,9 @@
 // a Registry that validates data against them.
 //
 // The schema files are embedded in the package and compiled once by Load;
-// nothing is fetched from the network. A CloudEvents type
+// nothing is fetched from the network. Validate accepts conforming data in
+// one pass over its bytes (fast.go) and leaves everything else to the
+// jsonschema library, which gives the verdict and words the problems. A CloudEvents type
 // agentq.<domain>.<event>.v<N> is described by the file
 // <domain>.<event>.v<N>.json, whose $id (returned by URL) is
 // https://agentq.dev/schemas/<domain>.<event>.v<N>.json. A request/reply
@@ -85,9 +87,17 @@ var printer = message.NewPrinter(language.English)
 // Registry validates event data against the schema of its CloudEvents type,
 // and request/reply messages against theirs. Safe for concurrent use.
 type Registry struct {
-	schemas  map[string]*jsonschema.Schema // by CloudEvents type or message name
-	types    []string                      // sorted event types
-	messages []string                      // sorted message names
+	schemas  map[string]compiled // by CloudEvents type or message name
+	types    []string            // sorted event types
+	messages []string            // sorted message names
+}
+
+// compiled is one schema: the library's, which decides every verdict it is
+// asked for and words every error, and the fast path read from it, which
+// accepts conforming data without decoding it (fast.go).
+type compiled struct {
+	schema *jsonschema.Schema
+	fast   *fastNode // nil: the library checks every input
 }
 
 // Load compiles every embedded schema. Its error names the file at fault.
@@ -125,7 +135,7 @@ func load(fsys fs.FS) (*Registry, error) {
 		ids[file] = id
 	}
 
-	r := &Registry{schemas: make(map[string]*jsonschema.Schema, len(names))}
+	r := &Registry{schemas: make(map[string]compiled, len(names))}
 	for _, file := range names {
 		sch, err := c.Compile(ids[file])
 		if err != nil {
@@ -133,7 +143,7 @@ func load(fsys fs.FS) (*Registry, error) {
 		}
 		name := strings.TrimSuffix(file, ".json")
 		key := typePrefix + name
-		r.schemas[key] = sch
+		r.schemas[key] = compiled{schema: sch, fast: compileFast(sch)}
 		if messageNameRE.MatchString(name) {
 			r.messages = append(r.messages, key)
 		} else {
@@ -192,10 +202,19 @@ func (offlineLoader) Load(url string) (any, error) {
 // beyond ±1000 or the range of a float64, or does not conform. The same
 // input always gets the same verdict and the same message.
 func (r *Registry) Validate(eventType string, data []byte) error {
-	sch, ok := r.schemas[eventType]
+	c, ok := r.schemas[eventType]
 	if !ok {
 		return fmt.Errorf("%w %s", ErrUnknownType, quoteShort(eventType))
 	}
+	if fastCheck(c.fast, data) == pass {
+		return nil
+	}
+	return validateSlow(eventType, c.schema, data)
+}
+
+// validateSlow is Validate by the jsonschema library alone: it decodes
+// data and gives the verdict and the problems.
+func validateSlow(eventType string, sch *jsonschema.Schema, data []byte) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return &ValidationError{Type: eventType, Problems: []string{"not valid JSON: empty data"}}
 	}

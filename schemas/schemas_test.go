@@ -61,10 +61,12 @@ var invalidWant = map[string]string{
 	"prompt.activated.v1.invalid-bad-label.json":                             "/label",
 	"prompt.activated.v1.invalid-missing-label.json":                         "/label: missing",
 	"prompt.activated.v1.invalid-version-not-integer.json":                   "/version: got number, want integer",
+	"prompt.activated.v1.invalid-version-too-large.json":                     "/version",
 	"prompt.created.v1.invalid-bad-type.json":                                "/type",
 	"prompt.created.v1.invalid-missing-content.json":                         "/content: missing",
 	"prompt.created.v1.invalid-parameter-missing-name.json":                  "/parameters/0/name: missing",
 	"prompt.created.v1.invalid-parameter-unknown-field.json":                 "/parameters/0/kind: not allowed",
+	"prompt.created.v1.invalid-version-too-large.json":                       "/version",
 	"prompt.created.v1.invalid-version-zero.json":                            "/version",
 	"prompt.indexed.v1.invalid-embedding-dim-zero.json":                      "/embedding_dim",
 	"prompt.indexed.v1.invalid-labels-not-array.json":                        "/labels: got string, want array",
@@ -138,6 +140,8 @@ var invalidWant = map[string]string{
 	"tool.registered.v1.invalid-bad-name.json":                               "/name",
 	"tool.registered.v1.invalid-input-schema-not-object.json":                "/input_schema: got string, want object",
 	"tool.registered.v1.invalid-missing-description.json":                    "/description: missing",
+	"degrader.timer.v1.invalid-bad-tool-name.json":                           "/tool_name",
+	"degrader.timer.v1.invalid-missing-due-at.json":                          "/due_at: missing",
 	"tool.released.v1.invalid-bad-tool-name.json":                            "/tool_name",
 	"tool.released.v1.invalid-missing-tool-name.json":                        "/tool_name: missing",
 }
@@ -156,7 +160,7 @@ func loadRegistry(t testing.TB) *Registry {
 	return r
 }
 
-func readFixtures(t *testing.T) []fixture {
+func readFixtures(t testing.TB) []fixture {
 	t.Helper()
 	entries, err := os.ReadDir("testdata")
 	require.NoError(t, err)

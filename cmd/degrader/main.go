@@ -1,14 +1,14 @@
-// Command degrader is reserved for agentq's degrader consumer, which is not built yet
-// (see the README's status table). It exits with an error rather than
-// pretending to run.
+// Command degrader watches every tool's health, publishes tool.degraded,
+// tool.quarantined and tool.recovered, and delivers them to the configured
+// webhooks. Configuration: AGENTQ_* (see README).
 package main
 
 import (
-	"fmt"
 	"os"
+
+	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/internal/health"
+	"github.com/agentq/agentq/internal/webhook"
 )
 
-func main() {
-	fmt.Fprintln(os.Stderr, "degrader: not built yet in this version of agentq; see the README's status table")
-	os.Exit(2)
-}
+func main() { os.Exit(app.Main("degrader", health.Consumer, webhook.Consumer)) }

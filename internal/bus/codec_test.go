@@ -440,8 +440,12 @@ func TestErrorClasses(t *testing.T) {
 	require.True(t, bus.IsPermanent(wrap(bus.Permanent(base))))
 	require.True(t, bus.IsUnavailable(wrap(bus.Unavailable(base))))
 	require.False(t, bus.IsUnavailable(bus.Permanent(base)))
+	require.True(t, bus.IsDeferred(wrap(bus.Deferred(base))))
+	require.False(t, bus.IsDeferred(bus.Unavailable(base)))
+	require.False(t, bus.IsUnavailable(bus.Deferred(base)), "a deferral is not an outage")
 	require.Nil(t, bus.Permanent(nil))
 	require.Nil(t, bus.Unavailable(nil))
+	require.Nil(t, bus.Deferred(nil))
 }
 
 type errFixed string

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -22,7 +23,9 @@ const (
 	// HeaderDLQPayload is "reference" when the dead letter does not carry
 	// the original payload and headers (they did not fit beside the
 	// Agentq-Dlq-* headers): the original is the message at
-	// Agentq-Dlq-Stream-Seq in stream AGENTQ.
+	// Agentq-Dlq-Stream-Seq in stream AGENTQ. Such a dead letter expires
+	// no later than its original under AGENTQ's max age (a per-message
+	// TTL), so a reference never outlives what it refers to.
 	HeaderDLQPayload = "Agentq-Dlq-Payload"
 	// HeaderDLQEventID and HeaderDLQEventType name the event when it could
 	// be decoded, so listings need not decode the payload.
@@ -43,8 +46,9 @@ func DLQSubject(consumer, subject string) string {
 // then terminates it. When the original and the Agentq-Dlq-* headers do not
 // fit in one message, the dead letter refers to the original (it is in
 // AGENTQ at its stream sequence) instead of copying it, so a dead letter
-// can always be stored. If it still cannot be stored, the message is
-// nakked instead (an excused delivery): it is retried later, never lost.
+// can always be stored; it then lives only as long as the original has
+// left under AGENTQ's max age. If it still cannot be stored, the message
+// is nakked instead (an excused delivery): it is retried later, never lost.
 func (r *Runner) deadLetter(ctx context.Context, d *Delivery, code string, cause error) {
 	m := d.msg
 	dl := nats.NewMsg(DLQSubject(r.opts.Consumer, m.Subject()))
@@ -67,8 +71,10 @@ func (r *Runner) deadLetter(ctx context.Context, d *Delivery, code string, cause
 	}
 	const margin = 1024 // the subject, the protocol line and the header block's framing
 	size := wireHeaderBytes(dl.Header) + wireHeaderBytes(m.Headers()) + len(m.Data()) + margin
+	var ttl time.Duration // 0: the DLQ's own limits
 	if limit := r.js.Conn().MaxPayload(); limit > 0 && int64(size) > limit {
 		dl.Header.Set(HeaderDLQPayload, DLQPayloadReference)
+		ttl = r.referenceTTL(d)
 	} else {
 		for k, v := range m.Headers() {
 			if k == headerMsgID {
@@ -82,8 +88,20 @@ func (r *Runner) deadLetter(ctx context.Context, d *Delivery, code string, cause
 
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if _, err := r.js.PublishMsg(pctx, dl, jetstream.WithMsgID(id)); err != nil {
-		r.nakExcused(d, r.backoff(int(d.excused)+1))
+	opts := []jetstream.PublishOpt{jetstream.WithMsgID(id)}
+	if ttl > 0 {
+		opts = append(opts, jetstream.WithMsgTTL(ttl))
+	}
+	_, err := r.js.PublishMsg(pctx, dl, opts...)
+	if ttl > 0 && isTTLDisabled(err) {
+		// A DLQ stream not (yet) updated by EnsureStreams: storing the dead
+		// letter matters more than its expiry.
+		r.eventLog(r.log.Warn(), d).Msg("AGENTQ_DLQ does not allow per-message TTLs (run any agentq binary to update it); this dead letter by reference may outlive its original")
+		_, err = r.js.PublishMsg(pctx, dl, jetstream.WithMsgID(id))
+	}
+	if err != nil {
+		r.excuse(d)
+		r.nakLater(d, r.backoff(d.rec.excused))
 		r.eventLog(r.log.Error(), d).Err(err).Str("reason_code", code).Msg("dead letter not stored; nak to retry")
 		return
 	}
@@ -96,6 +114,28 @@ func (r *Runner) deadLetter(ctx context.Context, d *Delivery, code string, cause
 	c.Inc()
 	r.eventLog(r.log.Error(), d).Str("reason_code", code).Str("reason", reason).Uint64("delivery", d.NumDelivered).Msg("dead-lettered")
 }
+
+// referenceTTL is how long a dead letter that refers to d's original may
+// live: what is left of the original's life under AGENTQ's max age, in
+// whole seconds rounded down (the unit of a message TTL), at least one.
+// 0 when AGENTQ keeps events forever.
+func (r *Runner) referenceTTL(d *Delivery) time.Duration {
+	if r.maxAge <= 0 {
+		return 0
+	}
+	left := (r.maxAge - time.Since(d.Time)).Truncate(time.Second)
+	return max(left, time.Second)
+}
+
+// isTTLDisabled reports the error of a stream that does not allow
+// per-message TTLs.
+func isTTLDisabled(err error) bool {
+	var jerr jetstream.JetStreamError
+	return errors.As(err, &jerr) && jerr.APIError() != nil && jerr.APIError().ErrorCode == jsErrMessageTTLDisabled
+}
+
+// jsErrMessageTTLDisabled is the server's JSMessageTTLDisabledErr.
+const jsErrMessageTTLDisabled jetstream.ErrorCode = 10166
 
 func wireHeaderBytes(h nats.Header) int {
 	n := 0

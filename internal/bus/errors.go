@@ -1,8 +1,10 @@
 package bus
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Reason codes of dead letters. They are the values of the reason label of
@@ -10,7 +12,7 @@ import (
 const (
 	ReasonDecode         = "decode"          // not a CloudEvent in either content mode
 	ReasonOversize       = "oversize"        // payload over the configured limit
-	ReasonTenantMismatch = "tenant_mismatch" // tenantid extension differs from the subject's tenant token
+	ReasonTenantMismatch = "tenant_mismatch" // tenantid extension differs from the subject's tenant token, or Nats-Msg-Id is not "<tenant>:<id>" of the event
 	ReasonUnknownType    = "unknown_type"    // no schema for the event type, or type does not match subject
 	ReasonSchema         = "schema"          // data does not match the type's schema
 	ReasonPermanent      = "permanent"       // the handler said the event can never succeed
@@ -88,4 +90,49 @@ func Unavailable(err error) error {
 func IsUnavailable(err error) bool {
 	var u *unavailableError
 	return errors.As(err, &u)
+}
+
+// deferredError marks an event that must wait for a reason of its own.
+type deferredError struct{ err error }
+
+func (e *deferredError) Error() string { return e.err.Error() }
+func (e *deferredError) Unwrap() error { return e.err }
+
+// Deferred marks err as a reason for the event to wait that is neither its
+// fault nor a dependency's: its tenant's state is being rebuilt, say. The
+// runner hands the event back with a delay (growing with each deferral, as
+// Backoff gives), spends none of its budget, and, unlike Unavailable, goes
+// on fetching and handling other events at once: a deferral is about the
+// event, not about the process's ability to work.
+func Deferred(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &deferredError{err: err}
+}
+
+// IsDeferred reports whether err (or anything it wraps) was marked Deferred.
+func IsDeferred(err error) bool {
+	var d *deferredError
+	return errors.As(err, &d)
+}
+
+// timeoutError is the outcome of an event whose handler call ran out of its
+// HandlerTimeout. It wraps context.DeadlineExceeded, not what the handler
+// returned, so the handler's own classification (a database error on an
+// expired context is Unavailable) does not decide: the runner does, from
+// whether other events completed in time (see isolation.blame).
+type timeoutError struct {
+	after  time.Duration
+	reason string // what the handler returned
+}
+
+func (e *timeoutError) Error() string {
+	return fmt.Sprintf("handler call timed out after %s: %s", e.after, e.reason)
+}
+func (e *timeoutError) Unwrap() error { return context.DeadlineExceeded }
+
+func isTimeout(err error) bool {
+	var t *timeoutError
+	return errors.As(err, &t)
 }

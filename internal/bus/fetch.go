@@ -27,10 +27,16 @@ type fetcher struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{} // closed when run returns
+	quit   chan struct{} // closed when stop has handed everything back
 
 	mu    sync.Mutex
 	held  map[jetstream.Msg]struct{}
 	freed chan struct{} // signalled when room appears
+	// back holds what is to be handed back once the last pull has ended:
+	// messages that arrived while stopping, and events the handler gave up
+	// because the runner stopped. Nakked earlier, with no delay, they could
+	// come straight back into the pull still open.
+	back []jetstream.Msg
 }
 
 func newFetcher(ctx context.Context, r *Runner, cons jetstream.Consumer) *fetcher {
@@ -41,6 +47,7 @@ func newFetcher(ctx context.Context, r *Runner, cons jetstream.Consumer) *fetche
 		out:   make(chan prepared, limit),
 		gone:  make(chan struct{}),
 		done:  make(chan struct{}),
+		quit:  make(chan struct{}),
 		held:  make(map[jetstream.Msg]struct{}, limit),
 		freed: make(chan struct{}, 1),
 	}
@@ -68,14 +75,14 @@ func (f *fetcher) run() {
 		}
 		for m := range mb.Messages() {
 			f.hold(m)
-			d, err := f.r.prepare(f.ctx, m)
 			if f.ctx.Err() != nil {
-				// Stopping: hand it back at once rather than let it wait
-				// for AckWait.
-				f.r.nakExcused(d)
-				f.release(m)
+				// Stopping: the pull stays open until it expires, so
+				// messages keep arriving. Keep each, alive and untouched,
+				// until the pull has ended; stop hands them back then.
+				f.handBackAtStop(m)
 				continue
 			}
+			d, err := f.r.prepare(m)
 			f.out <- prepared{d, err} // never blocks: out holds the limit
 		}
 		if err := mb.Error(); err != nil && !errors.Is(err, context.Canceled) {
@@ -130,6 +137,13 @@ func (f *fetcher) room() int {
 	}
 }
 
+// handBackAtStop keeps m, held, until stop hands it back.
+func (f *fetcher) handBackAtStop(m jetstream.Msg) {
+	f.mu.Lock()
+	f.back = append(f.back, m)
+	f.mu.Unlock()
+}
+
 func (f *fetcher) hold(m jetstream.Msg) {
 	f.mu.Lock()
 	f.held[m] = struct{}{}
@@ -154,7 +168,7 @@ func (f *fetcher) keepAlive() {
 	defer t.Stop()
 	for {
 		select {
-		case <-f.done:
+		case <-f.quit:
 			return
 		case <-t.C:
 		}
@@ -170,20 +184,33 @@ func (f *fetcher) keepAlive() {
 	}
 }
 
-// stop ends fetching, waits for the pull in flight to expire (naking what
-// it still brings), and naks everything fetched but not handled, so another
-// copy can take it at once.
+// stop ends fetching, waits for the pull in flight to expire, and then
+// hands back everything held and not settled, with no delay: no pull of
+// this runner is open any more, so another copy takes it at once. None of
+// it was marked in hand in the ledger (only what reached the handler is),
+// and the records of what the handler gave up were written when it was
+// settled: they are flushed first, so the next delivery reads them.
 func (f *fetcher) stop() {
+	defer close(f.quit)
 	f.cancel()
 	<-f.done
+	f.r.ledger.flush()
+	f.mu.Lock()
+	back := f.back
+	f.back = nil
+	f.mu.Unlock()
+drain:
 	for {
 		select {
 		case p := <-f.out:
-			f.r.nakExcused(p.d)
-			f.release(p.d.msg)
+			back = append(back, p.d.msg)
 		default:
-			f.r.ledger.flush(context.Background())
-			return
+			break drain
 		}
+	}
+	for _, m := range back {
+		_ = m.Nak()
+		f.r.metrics.naks.Inc()
+		f.release(m)
 	}
 }

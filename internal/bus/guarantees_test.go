@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/bus"
@@ -163,43 +162,6 @@ func TestRunnerIsolatesTheCulpritOfAFailedBatch(t *testing.T) {
 			}
 		})
 	}
-}
-
-// A message whose deliveries keep ending with no decision (the process
-// holding it died each time) is dead-lettered before the handler sees it
-// again; outage deliveries do not count toward that either.
-func TestRunnerDeadLettersAMessageThatKeepsKillingTheProcess(t *testing.T) {
-	n := testenv.StartNATS(t)
-	ctx := context.Background()
-	m := toolMsg(t, "acme", "killer")
-	publish(t, n.JS, m)
-	// Three deliveries that end with no ack, nak or term: what a process
-	// killed while handling the event leaves behind.
-	cons, err := n.JS.CreateOrUpdateConsumer(ctx, bus.StreamName, jetstream.ConsumerConfig{
-		Durable: "killed", FilterSubjects: []string{"tool.executed.*"}, AckPolicy: jetstream.AckExplicitPolicy,
-		AckWait: 300 * time.Millisecond, MaxDeliver: -1,
-	})
-	require.NoError(t, err)
-	for i := range 3 {
-		mb, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
-		require.NoError(t, err)
-		got := 0
-		for msg := range mb.Messages() {
-			meta, err := msg.Metadata()
-			require.NoError(t, err)
-			require.Equal(t, uint64(i+1), meta.NumDelivered)
-			got++
-		}
-		require.Equal(t, 1, got)
-	}
-	var handled atomic.Int32
-	startRunner(t, n, bus.Each(func(context.Context, *bus.Delivery) error { handled.Add(1); return nil }),
-		bus.RunnerOptions{Consumer: "killed", MaxUnsettled: 3, AckWait: 300 * time.Millisecond})
-	dls := waitDeadLetters(t, n.JS, 1)
-	require.Equal(t, bus.ReasonUnsettled, dls[0].ReasonCode)
-	require.Contains(t, dls[0].Reason, "3 of those deliveries ended with no decision")
-	require.Equal(t, m.Header.Get("ce-id"), dls[0].EventID)
-	require.Zero(t, handled.Load(), "the handler never saw it again")
 }
 
 // An invalid event that fits NATS's max payload but whose dead letter (the

@@ -1,7 +1,6 @@
 package bus
 
 import (
-	"context"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -12,8 +11,8 @@ import (
 // prepare turns a message into a Delivery, or a permanent error with the
 // reason it must be dead-lettered. The delivery is returned even on error
 // so the dead letter can carry what was learnt.
-func (r *Runner) prepare(ctx context.Context, m jetstream.Msg) (*Delivery, error) {
-	d := &Delivery{Subject: m.Subject(), msg: m}
+func (r *Runner) prepare(m jetstream.Msg) (*Delivery, error) {
+	d := &Delivery{Subject: m.Subject(), msg: m, known: true}
 	if meta, err := m.Metadata(); err == nil {
 		d.StreamSeq, d.NumDelivered, d.Time = meta.Sequence.Stream, meta.NumDelivered, meta.Timestamp
 	}
@@ -21,13 +20,23 @@ func (r *Runner) prepare(ctx context.Context, m jetstream.Msg) (*Delivery, error
 		// A redelivery: learn how the earlier deliveries ended. Checked
 		// before decoding, so a message that kills the process is
 		// dead-lettered before it can do so again.
-		rec, ok := r.ledger.get(ctx, d.StreamSeq)
-		d.ledger, d.Failures, d.excused = ok, rec.failures, rec.excused
-		if accounted := uint64(1 + rec.failures + rec.excused); d.NumDelivered > accounted {
-			d.unsettled = d.NumDelivered - accounted
+		rec, found, err := r.ledger.get(d.StreamSeq)
+		switch {
+		case err != nil:
+			// Unknown, which is not "none": handle it, and overwrite
+			// nothing the ledger may still hold.
+			d.known = false
+		case found:
+			if rec.inHand != 0 && rec.inHand < d.NumDelivered {
+				// Marked in hand and never decided: the process
+				// holding it died or hung.
+				rec.unsettled++
+			}
+			rec.inHand = 0
+			d.rec, d.stored, d.Failures = rec, true, rec.failures
 		}
-		if d.unsettled >= uint64(r.opts.MaxUnsettled) {
-			return d, rejectf(ReasonUnsettled, "delivered %d times and %d of those deliveries ended with no decision (the process holding it died or hung): not handled again", d.NumDelivered, d.unsettled)
+		if d.rec.unsettled >= r.opts.MaxUnsettled {
+			return d, rejectf(ReasonUnsettled, "delivered %d times and %d of those deliveries ended with no decision (the process holding it died or hung): not handled again", d.NumDelivered, d.rec.unsettled)
 		}
 	}
 	return d, check(d, m, r.schema, r.opts.MaxPayload)
@@ -67,6 +76,15 @@ func check(d *Delivery, m jetstream.Msg, schema Validator, maxPayload int) error
 		return rejectf(ReasonTenantMismatch, "missing %s extension (subject tenant is %q)", ExtTenant, subjectTenant)
 	case d.Tenant != subjectTenant:
 		return rejectf(ReasonTenantMismatch, "%s %q does not match subject tenant %q", ExtTenant, loggable(d.Tenant), subjectTenant)
+	}
+	// JetStream's duplicate window is stream-wide: a message id that is not
+	// this event's own "<tenant>:<id>" could suppress another tenant's
+	// event (or another event of this tenant) published after it. Absent
+	// is fine: not every publisher sets it.
+	if id := headerValue(m.Headers(), headerMsgID); id != "" {
+		if want := MsgID(d.Tenant, ev.ID()); id != want {
+			return rejectf(ReasonTenantMismatch, "%s %s is not %s, the tenant and id of the event", headerMsgID, quote(id), quote(want))
+		}
 	}
 	want, err := SubjectFor(ev.Type(), d.Tenant)
 	if err != nil {

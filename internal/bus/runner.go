@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -26,26 +27,35 @@ type Delivery struct {
 	Time time.Time
 	// NumDelivered counts deliveries, including this one. Failures counts
 	// the earlier deliveries that failed for the event's own reasons;
-	// outages, ack-wait expiries and shutdowns are not failures.
+	// outages, deferrals, ack-wait expiries and shutdowns are not
+	// failures. It is 0 when the delivery ledger could not be read.
 	NumDelivered uint64
 	Failures     int
 
 	msg jetstream.Msg
-	// unsettled counts earlier deliveries that ended with no decision
-	// recorded: the process died or hung while holding the event.
-	unsettled uint64
-	excused   int  // earlier deliveries handed back for reasons not the event's own
-	ledger    bool // the delivery ledger holds a record of this event
+	// rec is what the ledger says of the earlier deliveries, as this one
+	// will leave it; known is false when the ledger could not be read (the
+	// history is unknown and nothing may be written over it).
+	rec   ledgerRecord
+	known bool
+	// stored: the ledger holds a record of this event, to drop when it is
+	// settled. kept: handed back when the runner stops, not released yet.
+	stored, kept bool
 }
 
 // BatchHandler handles a batch of deliveries, in stream order, and returns
 // one outcome per delivery, aligned with batch: nil when the event's effect
 // is committed (or was already applied), an error marked Permanent when the
-// event can never succeed, Unavailable when a dependency is down, any other
-// error to retry it later. A nil slice means every event succeeded. The
-// handler must not ack: the runner does, after it returns. If ctx ends, the
-// handler should stop and return errors. A batch is retried in parts, so
-// a handler must tolerate seeing an event again (the inbox makes that safe).
+// event can never succeed, Unavailable when a dependency is down, Deferred
+// when the event must wait for a reason of its own (its tenant is being
+// rebuilt), any other error to retry it later. A nil slice means every
+// event succeeded. The handler must not ack: the runner does, after it
+// returns. If ctx ends, the handler should stop and return errors: the
+// runner, not the handler, tells a shutdown (its own context ended: the
+// event is handed back, nothing spent) from a call that ran out of
+// HandlerTimeout (the slow event's failure, or an outage when nothing
+// completes in time). A batch is retried in parts, so a handler must
+// tolerate seeing an event again (the inbox makes that safe).
 type BatchHandler func(ctx context.Context, batch []*Delivery) []error
 
 // HandlerFunc handles one event; see BatchHandler for the outcome contract.
@@ -75,13 +85,14 @@ type RunnerOptions struct {
 	// fetched while the first is worked on.
 	BatchSize int
 	// MaxDeliver is how many failed deliveries an event gets before it is
-	// dead-lettered. Deliveries that end in an outage, an ack-wait expiry or
-	// a shutdown do not count. Default 5.
+	// dead-lettered. Deliveries that end in an outage, a deferral, an
+	// ack-wait expiry or a shutdown do not count. Default 5.
 	MaxDeliver int
 	// MaxUnsettled is how many deliveries may end with no decision at all
 	// (the process died or hung holding the event) before the event is
 	// dead-lettered without being handled again, so one message that kills
-	// the process cannot do so forever. Default 4*MaxDeliver.
+	// the process cannot do so forever. Only deliveries the ledger saw in
+	// hand count (see LedgerBucket). Default 4*MaxDeliver.
 	MaxUnsettled int
 	// AckWait is how long JetStream waits for an ack before redelivering.
 	// Messages held longer are kept alive with InProgress. Default 30s.
@@ -96,14 +107,16 @@ type RunnerOptions struct {
 	// 2s, 5s, 10s, 30s.
 	Backoff []time.Duration
 	// HandlerTimeout bounds one handler call. It is independent of AckWait:
-	// held messages are kept alive. Default 30s.
+	// held messages are kept alive. A call that runs out of it is the slow
+	// event's failure, found by splitting the batch, or an outage when
+	// nothing completes in time. Default 30s.
 	HandlerTimeout time.Duration
 	// Grace bounds how long a stopping runner waits for the batch in hand.
 	// Default 10s.
 	Grace time.Duration
 	// FetchWait is how long one pull request waits for messages. It bounds
-	// how long a stopping runner waits for messages already on their way.
-	// Default 1s.
+	// how long a stopping runner waits for its last pull to end before it
+	// hands back what it holds. Default 1s.
 	FetchWait time.Duration
 }
 
@@ -167,6 +180,14 @@ type Runner struct {
 	// outages counts consecutive batches that failed with Unavailable; it
 	// sets the nak delay and the pause before the next fetch.
 	outages int
+	// alive: the handler completed an event since a lone event's timeout
+	// was last judged (see isolation).
+	alive bool
+	// naks wait for the batch's ledger writes (sendNaks).
+	naks []queuedNak
+	// maxAge is stream AGENTQ's, read when a session starts: how long an
+	// original lives, so a dead letter that refers to it lives no longer.
+	maxAge time.Duration
 }
 
 // runnerMetrics are one consumer's series of Metrics.
@@ -234,9 +255,10 @@ func (r *Runner) EnsureConsumer(ctx context.Context) (jetstream.Consumer, error)
 }
 
 // Run consumes until ctx ends, then stops fetching, finishes the batch in
-// hand within the grace period, naks what it holds so another copy can
-// take it, and returns. It returns an error only if it cannot start. If the
-// durable consumer disappears (an operator deleted it), Run recreates it.
+// hand within the grace period, waits for its last pull to end
+// (FetchWait), naks what it holds so another copy takes it at once, and
+// returns. It returns an error only if it cannot start. If the durable
+// consumer disappears (an operator deleted it), Run recreates it.
 func (r *Runner) Run(ctx context.Context) error {
 	if err := r.ledger.open(ctx); err != nil {
 		return err
@@ -260,6 +282,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	}()
 	for first := true; ; first = false {
 		cons, err := r.EnsureConsumer(ctx)
+		if err == nil {
+			err = r.session(ctx, cons)
+		}
 		if err != nil {
 			if !first && ctx.Err() != nil {
 				return nil
@@ -276,6 +301,24 @@ func (r *Runner) Run(ctx context.Context) error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// session learns what a consume session needs of the consumer and the
+// stream: the consumer's creation time names its ledger records (see
+// ledger.epoch), the stream's max age bounds its dead letters' life.
+func (r *Runner) session(ctx context.Context, cons jetstream.Consumer) error {
+	r.ledger.epoch = strconv.FormatInt(cons.CachedInfo().Created.UnixNano(), 10)
+	var s jetstream.Stream
+	err := retryJS(ctx, func(ctx context.Context) error {
+		var err error
+		s, err = r.js.Stream(ctx, StreamName)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", StreamName, err)
+	}
+	r.maxAge = s.CachedInfo().Config.MaxAge
+	return nil
 }
 
 // consume runs the batch loop on cons until ctx ends (done) or the consumer
@@ -331,7 +374,9 @@ type prepared struct {
 func (r *Runner) process(ctx context.Context, msgs []prepared, f *fetcher) (down bool) {
 	defer func() {
 		for _, p := range msgs {
-			f.release(p.d.msg)
+			if !p.d.kept {
+				f.release(p.d.msg)
+			}
 		}
 	}()
 	batch := make([]*Delivery, 0, len(msgs))
@@ -342,27 +387,56 @@ func (r *Runner) process(ctx context.Context, msgs []prepared, f *fetcher) (down
 		}
 		batch = append(batch, p.d)
 	}
-	if len(batch) == 0 {
-		return false
+	if len(batch) > 0 {
+		r.markInHand(batch)
+		start := time.Now()
+		errs := r.call(ctx, batch)
+		r.metrics.handleTime.Observe(time.Since(start).Seconds())
+		r.metrics.batchSize.Observe(float64(len(batch)))
+		// All outages: a dependency is down. A shutdown is not an outage,
+		// and deferrals say nothing about dependencies either way.
+		down = ctx.Err() == nil
+		up := false
+		for _, err := range errs {
+			down = down && IsUnavailable(err)
+			up = up || (!IsUnavailable(err) && !IsDeferred(err))
+		}
+		switch {
+		case down:
+			r.outages++
+			r.alive = false
+		case up:
+			r.outages = 0
+		}
+		for i, d := range batch {
+			r.settle(ctx, d, errs[i], f)
+		}
 	}
-	start := time.Now()
-	errs := r.call(ctx, batch)
-	r.metrics.handleTime.Observe(time.Since(start).Seconds())
-	r.metrics.batchSize.Observe(float64(len(batch)))
-	down = true
-	for _, err := range errs {
-		down = down && IsUnavailable(err)
-	}
-	if down {
-		r.outages++
-	} else {
-		r.outages = 0
-	}
-	for i, d := range batch {
-		r.settle(ctx, d, errs[i])
-	}
-	r.ledger.flush(ctx)
+	r.sendNaks()
 	return down
+}
+
+// markInHand records that these redeliveries are in hand, before the
+// handler sees them, so a process that dies holding one leaves the
+// evidence (see LedgerBucket). First deliveries are not marked: that would
+// cost a write per event, and an unmarked death only delays an unsettled
+// dead letter by one delivery.
+func (r *Runner) markInHand(batch []*Delivery) {
+	if r.ledger.down() {
+		return // no mark could be stored: no evidence either way
+	}
+	marked := false
+	for _, d := range batch {
+		if d.NumDelivered > 1 && d.known {
+			rec := d.rec
+			rec.inHand = d.NumDelivered
+			r.ledger.record(d.StreamSeq, rec)
+			d.stored, marked = true, true
+		}
+	}
+	if marked {
+		r.ledger.flush()
+	}
 }
 
 func (r *Runner) backoff(n int) time.Duration {

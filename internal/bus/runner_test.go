@@ -110,6 +110,12 @@ func toolMsg(t *testing.T, tenant, tool string) *nats.Msg {
 	return m
 }
 
+// msgID sets m's Nats-Msg-Id to prefix followed by its event id.
+func msgID(m *nats.Msg, prefix string) *nats.Msg {
+	m.Header.Set("Nats-Msg-Id", prefix+m.Header.Get("ce-id"))
+	return m
+}
+
 func waitDeadLetters(t *testing.T, js jetstream.JetStream, n int) []bus.DeadLetter {
 	t.Helper()
 	var dls []bus.DeadLetter
@@ -154,6 +160,8 @@ func TestRunnerDeadLettersBadInputAndKeepsGoing(t *testing.T) {
 		{"schema violation", binary("sv", "agentq.tool.executed.v1", tenant, `{"tool_name":"x","success":"yes"}`), bus.ReasonSchema, "/success"},
 		{"type on the wrong subject", binary("ws", "agentq.prompt.used.v1", tenant, `{"prompt_hash":"h","success":true}`), bus.ReasonUnknownType, "belongs on subject prompt.used.acme"},
 		{"unknown type version", binary("v7", "agentq.tool.executed.v7", tenant, `{"tool_name":"x","success":true}`), bus.ReasonUnknownType, "agentq.tool.executed.v7"},
+		{"another tenant's message id", msgID(toolMsg(t, tenant, "x"), "rival:"), bus.ReasonTenantMismatch, `Nats-Msg-Id "rival:`},
+		{"another event's message id", msgID(toolMsg(t, tenant, "x"), tenant+":not-"), bus.ReasonTenantMismatch, `Nats-Msg-Id "` + tenant + `:not-`},
 		{"handler says permanent", toolMsg(t, tenant, "permanent"), bus.ReasonPermanent, "version conflict"},
 		{"handler panics", toolMsg(t, tenant, "panics"), bus.ReasonPanic, "tool output exploded"},
 		{"transient until the limit", toolMsg(t, tenant, "always-fails"), bus.ReasonMaxDeliver, "failed 3 times, last error: still failing"},

@@ -71,6 +71,8 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, o StreamOptions)
 		MaxBytes:    o.MaxBytes,
 		Replicas:    o.Replicas,
 		Duplicates:  o.Duplicates,
+		// A dead letter that refers to its original expires with it.
+		AllowMsgTTL: true,
 	}}
 	for _, cfg := range cfgs {
 		if err := retryJS(ctx, func(ctx context.Context) error {

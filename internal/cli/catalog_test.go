@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"os"
@@ -248,7 +249,7 @@ func TestExamplesAreValid(t *testing.T) {
 				}
 			}
 		}
-		out, err := library.Render(p.Content, p.Parameters, values)
+		out, err := library.Render(context.Background(), p.Content, p.Parameters, values, library.Limits{})
 		require.NoError(t, err, en.where())
 		require.NotContains(t, out, "<no value>", en.where())
 	}

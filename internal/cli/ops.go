@@ -14,7 +14,9 @@ import (
 
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/database"
+	"github.com/agentq/agentq/internal/health"
 	"github.com/agentq/agentq/internal/indexer"
+	"github.com/agentq/agentq/internal/outbox"
 	"github.com/agentq/agentq/internal/quality"
 	"github.com/agentq/agentq/internal/rating"
 	"github.com/agentq/agentq/internal/replay"
@@ -86,6 +88,12 @@ var rebuildTargets = map[string]func(ctx context.Context, pool *pgxpool.Pool, cf
 	"rater": func(_ context.Context, pool *pgxpool.Pool, cfg config.Config, log zerolog.Logger) (replay.Target, func(), error) {
 		return rating.RebuildTarget(pool, rating.Options{Rater: cfg.Rater}, log), func() {}, nil
 	},
+	"degrader": func(_ context.Context, pool *pgxpool.Pool, cfg config.Config, log zerolog.Logger) (replay.Target, func(), error) {
+		// Transitions live processing never published go to the outbox
+		// for a running copy's relay; the rest were published already.
+		out := outbox.New(pool, nil, log)
+		return health.RebuildTarget(pool, out, health.Options{Params: health.ParamsFrom(cfg.Degrade)}, log), func() {}, nil
+	},
 	"indexer": func(ctx context.Context, pool *pgxpool.Pool, cfg config.Config, log zerolog.Logger) (replay.Target, func(), error) {
 		emb, release, err := indexer.OpenEmbedders(ctx, cfg, log)
 		if err != nil {
@@ -102,13 +110,13 @@ const reratingRefusal = `rebuilding the rater re-rates every event with the rule
 
 func runReplay(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
 	fs := flags("replay", e)
-	consumer := fs.String("consumer", "", "consumer to rebuild: scorer, rater or indexer (required)")
+	consumer := fs.String("consumer", "", "consumer to rebuild: scorer, rater, indexer or degrader (required)")
 	tenant := fs.String("tenant", "", "rebuild only this tenant (default: every tenant)")
 	yes := fs.Bool("yes", false, "confirm: the consumer's derived state is deleted, then rebuilt from the stream")
 	truncated := fs.Bool("allow-truncated", false, "rebuild from what the stream still holds when its oldest events are gone, or it was deleted and created again since the consumer applied events")
 	rerate := fs.Bool("yes-rerate", false, "rater only: confirm that every event is rated again, by the rules")
 	fs.Usage = func() {
-		fmt.Fprintln(e.Stderr, `usage: agentq replay --consumer scorer|rater|indexer [--tenant T] --yes [--allow-truncated] [--yes-rerate]
+		fmt.Fprintln(e.Stderr, `usage: agentq replay --consumer scorer|rater|indexer|degrader [--tenant T] --yes [--allow-truncated] [--yes-rerate]
 
 Rebuilds a consumer's derived state from stream AGENTQ while traffic flows and
 its copies keep running: the state is reset and the history re-applied by this
@@ -134,7 +142,7 @@ a model change without a rebuild, use agentq reindex.`)
 		fs.Usage()
 		return errUsage
 	case !ok:
-		fmt.Fprintf(e.Stderr, "agentq replay: cannot rebuild %q (rebuildable: scorer, rater, indexer)\n", *consumer)
+		fmt.Fprintf(e.Stderr, "agentq replay: cannot rebuild %q (rebuildable: scorer, rater, indexer, degrader)\n", *consumer)
 		return errUsage
 	case *consumer == "rater" && !*rerate:
 		fmt.Fprintf(e.Stderr, "agentq replay: %s\n", reratingRefusal)

@@ -21,8 +21,8 @@ import (
 // catalog.go (publishing) and promptview.go (searchCall).
 
 func init() {
-	register("tool", "the tool registry: register tools from files or flags, search them", runTool)
-	describe("tool", "register|search [args] [flags]", `Works with the tool registry the indexer keeps. Tools are registered as
+	register("tool", "the tool registry: register tools, search them, see their health, release a quarantine", runTool)
+	describe("tool", "register|search|health|release [args] [flags]", `Works with the tool registry the indexer keeps. Tools are registered as
 tool.registered events, like any agent would; search is the request/reply
 call agents make (search.tools.<tenant>).
 
@@ -54,6 +54,8 @@ embedding provider is down) it says it is degraded, and why.`)
 var toolSubcommands = []subcommand{
 	{"register", "publish tool definitions from files or flags and report what the indexer made of each", runToolRegister},
 	{"search", "search tools by meaning and words; a ranked table with health and score components", runToolSearch},
+	{"health", "every tool's health as the degrader sees it: state, quality, baseline, evidence, offences", runToolHealth},
+	{"release", "lift a tool's quarantine (tool.released) and wait for the degrader's answer", runToolRelease},
 }
 
 func runTool(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger, args []string) error {

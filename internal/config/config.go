@@ -48,6 +48,27 @@ type Rater struct {
 	Rerate         bool          // rate events that already carry llm_rating
 }
 
+// Degrade configures the degrader (AGENTQ_DEGRADE_*); internal/health
+// documents each figure and turns it into its detector's parameters.
+type Degrade struct {
+	Evidence, SlowEvidence, Shift float64
+	QuarantineEvidence            float64 // multiple of the alert's evidence
+	QuarantineAfter, MinCalls     int
+	Threshold, RatingThreshold    float64
+	QuarantineBase, QuarantineMax time.Duration
+	OffenceDecay, Probation       time.Duration
+	MaxQuarantinedShare           float64
+	Poll, TimerEvery              time.Duration
+}
+
+// Alerts configures alert delivery (AGENTQ_ALERT_*).
+type Alerts struct {
+	WebhookURL     string        // endpoints, see internal/webhook.ParseEndpoints
+	WebhookSecret  string        // default Standard Webhooks secret
+	WebhookTimeout time.Duration // one POST
+	WebhookGiveUp  time.Duration // oldest alert still retried
+}
+
 // Search configures the indexer's search service (AGENTQ_SEARCH_*), the
 // 3-stage pipeline of seeds 000/001.
 type Search struct {
@@ -71,6 +92,9 @@ type Search struct {
 	Timeout              time.Duration // longest a request may take
 	Prepared             int           // search statements kept prepared per database connection
 	ArmsApart            int           // hybrid searches at a time that may run their arms at once on two connections; 0: none
+	RenderMaxOutput      int           // bytes a prompt's rendering may produce
+	RenderMaxSteps       int           // actions, loop iterations and KiB built by functions one rendering may take
+	RenderTimeout        time.Duration // longest one rendering may take
 }
 
 // Config is the whole configuration of an agentq binary.
@@ -103,6 +127,8 @@ type Config struct {
 	EmbedPrompts      string        // AGENTQ_EMBED_PROMPTS: auto, lexical, sentence or provider
 	EmbedTools        string        // AGENTQ_EMBED_TOOLS: auto, lexical, sentence or provider
 	Rater             Rater         // AGENTQ_RATER_*
+	Degrade           Degrade       // AGENTQ_DEGRADE_*
+	Alerts            Alerts        // AGENTQ_ALERT_*
 	Search            Search        // AGENTQ_SEARCH_*
 	IndexerWriters    int           // AGENTQ_INDEXER_WRITERS
 }
@@ -141,6 +167,25 @@ var Vars = []Var{
 	{"AGENTQ_LLM_API_KEY", "", "chat API key"},
 	{"AGENTQ_LLM_MAX_RPS", "0", "client-side limit of chat requests per second, retries included; 0 is unlimited (set it for hosted APIs)"},
 	{"AGENTQ_LLM_MAX_RETRIES", "3", "retries of 408/429/5xx and dropped connections within a call's timeout (Retry-After honoured)"},
+	{"AGENTQ_DEGRADE_EVIDENCE", "9", "evidence (log-likelihood ratio) that raises tool.degraded for a tool that broke; about ln of the calls between false alarms at the tool's own baseline"},
+	{"AGENTQ_DEGRADE_SLOW_EVIDENCE", "9", "the same for a tool that got worse by AGENTQ_DEGRADE_SHIFT"},
+	{"AGENTQ_DEGRADE_SHIFT", "0.3", "rise of a tool's failure rate over its baseline that the slow detector looks for"},
+	{"AGENTQ_DEGRADE_QUARANTINE_EVIDENCE", "2", "multiple of the alert's evidence that quarantines a degraded tool"},
+	{"AGENTQ_DEGRADE_QUARANTINE_AFTER", "5", "consecutive outcomes at alert level a degraded tool needs before quarantine"},
+	{"AGENTQ_DEGRADE_MIN_CALLS", "20", "outcomes a tool needs before any quarantine"},
+	{"AGENTQ_DEGRADE_THRESHOLD", "0.3", "absolute floor: a tool whose recent share of good outcomes is below it is degraded whatever its baseline"},
+	{"AGENTQ_DEGRADE_RATING_THRESHOLD", "0.5", "a rating below it counts as a bad outcome"},
+	{"AGENTQ_DEGRADE_QUARANTINE_BASE", "5m", "a quarantine lasts this times the offence number"},
+	{"AGENTQ_DEGRADE_QUARANTINE_MAX", "2h", "longest quarantine"},
+	{"AGENTQ_DEGRADE_OFFENCE_DECAY", "1h", "each period a tool stays healthy forgives one offence"},
+	{"AGENTQ_DEGRADE_PROBATION", "10m", "longest probation: with too few calls to decide, the tool recovers then"},
+	{"AGENTQ_DEGRADE_MAX_QUARANTINED_SHARE", "0.5", "most of a tenant's known tools quarantined at once (rounded down: never the only tool)"},
+	{"AGENTQ_DEGRADE_POLL", "250ms", "how often a degrader copy looks for settled events to fold when not woken by its own"},
+	{"AGENTQ_DEGRADE_TIMER_EVERY", "1s", "how often a degrader copy looks for quarantines and probations that ended"},
+	{"AGENTQ_ALERT_WEBHOOK_URL", "", "webhook endpoints for alerts, space-separated: URL[;tenant=a,b][;secret=whsec_...][;format=cloudevents|slack]"},
+	{"AGENTQ_ALERT_WEBHOOK_SECRET", "", "Standard Webhooks secret (whsec_...) signing every endpoint without its own"},
+	{"AGENTQ_ALERT_WEBHOOK_TIMEOUT", "10s", "longest one webhook POST may take"},
+	{"AGENTQ_ALERT_WEBHOOK_GIVE_UP", "24h", "how long an alert is retried while an endpoint fails, before it is dead-lettered"},
 	{"AGENTQ_RATER_TIMEOUT", "5s", "longest one rating call may take, retries included"},
 	{"AGENTQ_RATER_CONCURRENCY", "16", "ratings in flight at once per batch"},
 	{"AGENTQ_RATER_SAMPLE", "1", "share of events rated, 0..1, chosen by a hash of the event id (replays and copies agree)"},
@@ -177,9 +222,12 @@ var Vars = []Var{
 	{"AGENTQ_SEARCH_CACHE_SIZE", "1024", "query embeddings kept in memory; -1 keeps none"},
 	{"AGENTQ_SEARCH_GET_CACHE_SIZE", "4096", "`prompts.get` answers kept in memory; -1 keeps none. An answer is dropped when its prompt gets a new version or a moved label (heard from the `prompt.indexed` results, by every indexer copy) and after `AGENTQ_SEARCH_GET_CACHE_TTL` at the latest"},
 	{"AGENTQ_SEARCH_GET_CACHE_TTL", "10s", "longest a `prompts.get` answer is kept"},
-	{"AGENTQ_SEARCH_CONCURRENCY", "16", "search requests served at once per endpoint by each indexer copy"},
+	{"AGENTQ_SEARCH_CONCURRENCY", "16", "search requests served at once per endpoint by each indexer copy; four times as many more wait for a slot until their timeout, and further requests are answered `overloaded` at once"},
 	{"AGENTQ_SEARCH_TIMEOUT", "2s", "longest a search or prompts.get request may take before it is answered with a timeout error"},
 	{"AGENTQ_SEARCH_PREPARED", "32", "search statements each database connection keeps prepared with a generic plan (one per tenant and request shape, ~0.65 MB of Postgres memory each for prompts); the least recently used is deallocated"},
+	{"AGENTQ_SEARCH_RENDER_MAX_OUTPUT", "262144", "bytes one rendering of a prompt (prompts.get, search.prompts with params) may produce, and any text a template function builds on the way; past it the request is answered render_limit"},
+	{"AGENTQ_SEARCH_RENDER_MAX_STEPS", "100000", "actions, loop iterations and KiB built by template functions one rendering may take (100,000 is about 10 ms); past it: render_limit"},
+	{"AGENTQ_SEARCH_RENDER_TIMEOUT", "500ms", "longest one rendering may take, at most AGENTQ_SEARCH_TIMEOUT; past it: render_limit"},
 	{"AGENTQ_SEARCH_ARMS_APART", "1", "hybrid searches at a time, per indexer copy, that run their vector and full-text arms at once on two database connections (at most a quarter of the pool); the others run both arms in one statement; 0: every search runs one statement"},
 }
 
@@ -294,12 +342,28 @@ func Load(getenv func(string) string) (Config, error) {
 			GetCacheSize: num("AGENTQ_SEARCH_GET_CACHE_SIZE"), GetCacheTTL: dur("AGENTQ_SEARCH_GET_CACHE_TTL"),
 			Concurrency: num("AGENTQ_SEARCH_CONCURRENCY"), Timeout: dur("AGENTQ_SEARCH_TIMEOUT"),
 			Prepared: num("AGENTQ_SEARCH_PREPARED"), ArmsApart: num("AGENTQ_SEARCH_ARMS_APART"),
+			RenderMaxOutput: num("AGENTQ_SEARCH_RENDER_MAX_OUTPUT"), RenderMaxSteps: num("AGENTQ_SEARCH_RENDER_MAX_STEPS"),
+			RenderTimeout: dur("AGENTQ_SEARCH_RENDER_TIMEOUT"),
 		},
 		Rater: Rater{
 			Timeout: dur("AGENTQ_RATER_TIMEOUT"), Concurrency: num("AGENTQ_RATER_CONCURRENCY"),
 			Sample: float("AGENTQ_RATER_SAMPLE"), DailyTokens: int64(num("AGENTQ_RATER_DAILY_TOKENS")),
 			MaxInputTokens: num("AGENTQ_RATER_MAX_INPUT_TOKENS"),
 			Summarize:      boolean("AGENTQ_RATER_SUMMARIZE"), Rerate: boolean("AGENTQ_RATER_RERATE"),
+		},
+		Alerts: Alerts{
+			WebhookURL: get("AGENTQ_ALERT_WEBHOOK_URL"), WebhookSecret: get("AGENTQ_ALERT_WEBHOOK_SECRET"),
+			WebhookTimeout: dur("AGENTQ_ALERT_WEBHOOK_TIMEOUT"), WebhookGiveUp: dur("AGENTQ_ALERT_WEBHOOK_GIVE_UP"),
+		},
+		Degrade: Degrade{
+			Evidence: float("AGENTQ_DEGRADE_EVIDENCE"), SlowEvidence: float("AGENTQ_DEGRADE_SLOW_EVIDENCE"),
+			Shift: float("AGENTQ_DEGRADE_SHIFT"), QuarantineEvidence: float("AGENTQ_DEGRADE_QUARANTINE_EVIDENCE"),
+			QuarantineAfter: num("AGENTQ_DEGRADE_QUARANTINE_AFTER"), MinCalls: num("AGENTQ_DEGRADE_MIN_CALLS"),
+			Threshold: float("AGENTQ_DEGRADE_THRESHOLD"), RatingThreshold: float("AGENTQ_DEGRADE_RATING_THRESHOLD"),
+			QuarantineBase: dur("AGENTQ_DEGRADE_QUARANTINE_BASE"), QuarantineMax: dur("AGENTQ_DEGRADE_QUARANTINE_MAX"),
+			OffenceDecay: dur("AGENTQ_DEGRADE_OFFENCE_DECAY"), Probation: dur("AGENTQ_DEGRADE_PROBATION"),
+			MaxQuarantinedShare: float("AGENTQ_DEGRADE_MAX_QUARANTINED_SHARE"),
+			Poll:                dur("AGENTQ_DEGRADE_POLL"), TimerEvery: dur("AGENTQ_DEGRADE_TIMER_EVERY"),
 		},
 	}
 	if c.MetricsAddr == "off" {
@@ -357,6 +421,10 @@ func (c Config) Validate() error {
 	check(c.HandlerTimeout > 0, "AGENTQ_HANDLER_TIMEOUT must be positive")
 	check(c.LLM.MaxRPS >= 0, "AGENTQ_LLM_MAX_RPS must not be negative")
 	check(c.LLM.MaxRetries >= 0, "AGENTQ_LLM_MAX_RETRIES must not be negative")
+	check(c.Alerts.WebhookTimeout > 0, "AGENTQ_ALERT_WEBHOOK_TIMEOUT must be positive")
+	check(c.Alerts.WebhookGiveUp > 0, "AGENTQ_ALERT_WEBHOOK_GIVE_UP must be positive")
+	check(c.Degrade.Poll > 0, "AGENTQ_DEGRADE_POLL must be positive")
+	check(c.Degrade.TimerEvery > 0, "AGENTQ_DEGRADE_TIMER_EVERY must be positive")
 	check(c.Rater.Timeout > 0, "AGENTQ_RATER_TIMEOUT must be positive")
 	check(c.Rater.Concurrency >= 1 && c.Rater.Concurrency <= 256, "AGENTQ_RATER_CONCURRENCY %d: want 1..256", c.Rater.Concurrency)
 	check(c.Rater.Sample >= 0 && c.Rater.Sample <= 1, "AGENTQ_RATER_SAMPLE %v: want 0..1", c.Rater.Sample)
@@ -390,6 +458,9 @@ func (c Config) Validate() error {
 	check(c.Search.GetCacheTTL > 0, "AGENTQ_SEARCH_GET_CACHE_TTL must be positive")
 	check(c.Search.Prepared >= 1 && c.Search.Prepared <= 10000, "AGENTQ_SEARCH_PREPARED %d: want 1..10000", c.Search.Prepared)
 	check(c.Search.ArmsApart >= 0 && c.Search.ArmsApart <= 1000, "AGENTQ_SEARCH_ARMS_APART %d: want 0..1000", c.Search.ArmsApart)
+	check(c.Search.RenderMaxOutput >= 1024 && c.Search.RenderMaxOutput <= 64<<20, "AGENTQ_SEARCH_RENDER_MAX_OUTPUT %d: want 1024..67108864", c.Search.RenderMaxOutput)
+	check(c.Search.RenderMaxSteps >= 1000 && c.Search.RenderMaxSteps <= 100_000_000, "AGENTQ_SEARCH_RENDER_MAX_STEPS %d: want 1000..100000000", c.Search.RenderMaxSteps)
+	check(c.Search.RenderTimeout > 0 && c.Search.RenderTimeout <= c.Search.Timeout, "AGENTQ_SEARCH_RENDER_TIMEOUT %s: want above 0 and at most AGENTQ_SEARCH_TIMEOUT (%s), so a rendering stopped at its limit is answered render_limit, not timeout", c.Search.RenderTimeout, c.Search.Timeout)
 	check(c.DevDBStartTimeout > 0, "AGENTQ_DEVDB_START_TIMEOUT must be positive")
 	check(c.InboxRetention >= 0, "AGENTQ_INBOX_RETENTION must not be negative")
 	check(c.IndexerWriters >= 1 && c.IndexerWriters <= 64, "AGENTQ_INDEXER_WRITERS %d: want 1..64", c.IndexerWriters)

@@ -245,3 +245,19 @@ func TestSearchWeights(t *testing.T) {
 		})
 	}
 }
+
+func TestRenderLimits(t *testing.T) {
+	cfg, err := config.Load(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, 256<<10, cfg.Search.RenderMaxOutput)
+	require.Equal(t, 100_000, cfg.Search.RenderMaxSteps)
+	require.Equal(t, 500*time.Millisecond, cfg.Search.RenderTimeout)
+	for key, c := range map[string]struct{ value, want string }{
+		"AGENTQ_SEARCH_RENDER_MAX_OUTPUT": {"100", "AGENTQ_SEARCH_RENDER_MAX_OUTPUT 100: want 1024..67108864"},
+		"AGENTQ_SEARCH_RENDER_MAX_STEPS":  {"0", "AGENTQ_SEARCH_RENDER_MAX_STEPS 0: want 1000..100000000"},
+		"AGENTQ_SEARCH_RENDER_TIMEOUT":    {"3s", "AGENTQ_SEARCH_RENDER_TIMEOUT 3s: want above 0 and at most AGENTQ_SEARCH_TIMEOUT (2s)"},
+	} {
+		_, err := config.Load(env(map[string]string{key: c.value}))
+		require.ErrorContains(t, err, c.want, key)
+	}
+}

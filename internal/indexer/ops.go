@@ -42,6 +42,9 @@ const (
 	ReasonVersionConflict = "version_conflict"
 	ReasonInvalidTemplate = "invalid_template"
 	ReasonUnknownVersion  = "unknown_version"
+	// ReasonVersionExhausted: a create without a version after version
+	// 2147483647, the largest a version can be.
+	ReasonVersionExhausted = "version_exhausted"
 )
 
 type opKind int

@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"testing"
 	"time"
 
@@ -15,9 +16,10 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// TestFencing drives two workers' leases by hand: once w1's lease expired
-// and w2 took the job over, w1 can neither record a step, renew, release
-// nor finish, while w2 resumes from w1's recorded step.
+// TestFencing drives two workers' leases by hand: w1's lease, expired but
+// taken over by nobody, is still w1's; w2, just back from an outage, does
+// not take it over for a lease; once it has, w1 can neither record a step,
+// renew, release nor finish, while w2 resumes from w1's recorded step.
 func TestFencing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -66,12 +68,26 @@ func TestFencing(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"step":"a"}`, string(out))
 
-	testenv.Eventually(t, 10*time.Second, func() bool {
-		var expired bool
-		require.NoError(t, pool.QueryRow(ctx, `SELECT lease_until <= now() FROM jobs WHERE tenant_id = $1 AND consumer = $2 AND id = $3`,
-			tenant, consumer, key.ID).Scan(&expired))
-		return expired
-	}, "w1's lease never expired")
+	expired := func() bool {
+		s, err := Get(ctx, pool, key)
+		require.NoError(t, err)
+		return s.LeaseLeft <= 0
+	}
+	testenv.Eventually(t, 10*time.Second, expired, "w1's lease never expired")
+	// The token decides, not the clock: expired, but taken over by nobody,
+	// the lease is still w1's to renew.
+	held, _, _, err := w1.extend(ctx, j1)
+	require.NoError(t, err)
+	require.True(t, held, "an expired lease nobody took over is renewed")
+	testenv.Eventually(t, 10*time.Second, expired, "w1's lease never expired")
+	// A worker just back from an outage leaves expired leases to their
+	// holders for a lease; then it takes them over.
+	w2.observe(io.ErrUnexpectedEOF)
+	w2.observe(nil)
+	js, err = w2.lease(ctx, 10)
+	require.NoError(t, err)
+	require.Empty(t, js, "no takeover right after an outage")
+	testenv.Eventually(t, 10*time.Second, w2.mayTakeOver, "w2 never allowed to take over")
 	j2 := leaseOne(w2)
 	require.Equal(t, 2, j2.Attempt)
 	require.Greater(t, j2.token, j1.token)
@@ -80,7 +96,7 @@ func TestFencing(t *testing.T) {
 	_, err = j1.Step(ctx, "b", step("b"))
 	require.ErrorIs(t, err, ErrLeaseLost)
 	require.Equal(t, 1, runs["b"], "the step ran; only its recording was refused")
-	held, _, _, err := w1.extend(ctx, j1)
+	held, _, _, err = w1.extend(ctx, j1)
 	require.NoError(t, err)
 	require.False(t, held, "w1's heartbeat must find its lease gone")
 	require.ErrorIs(t, w1.settle(j1, json.RawMessage(`{"by":"w1"}`), nil, nil), ErrLeaseLost)

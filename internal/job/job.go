@@ -39,8 +39,8 @@ var (
 	ErrConflict = errors.New("job exists with another kind or payload")
 	// ErrLeaseLost is the cause of a handler's context cancellation, and the
 	// error of a step or outcome write, when the worker no longer holds the
-	// job's lease: another worker has taken it over, or the lease could not
-	// be renewed before it expired.
+	// job's lease (another worker has taken it over), or may not (the lease
+	// could not be renewed before it expired: the fence decides later).
 	ErrLeaseLost = errors.New("job lease lost")
 	// ErrCancelled matches (errors.Is) every *CancelledError.
 	ErrCancelled = errors.New("job cancelled")
@@ -176,11 +176,15 @@ func RequestCancel(ctx context.Context, q Querier, key Key, reason string) (Stat
 // Status is a job as stored.
 type Status struct {
 	Key
-	Kind            string
-	Payload         json.RawMessage
-	State           State
-	Attempts        int
-	LeaseOwner      string // empty unless running
+	Kind       string
+	Payload    json.RawMessage
+	State      State
+	Attempts   int
+	LeaseOwner string // empty unless running
+	// LeaseLeft is, by the database's clock, how long a running job's lease
+	// has left (negative once it expired) or how long until a queued job is
+	// due; zero for a finished job.
+	LeaseLeft       time.Duration
 	CancelRequested bool
 	CancelReason    string
 	Result          json.RawMessage // nil unless succeeded with a result
@@ -196,11 +200,13 @@ func Get(ctx context.Context, q Querier, key Key) (Status, error) {
 	s := Status{Key: key}
 	var owner, reason, errText *string
 	var payload, result []byte
+	var left float64
 	err := q.QueryRow(ctx, `
-		SELECT kind, payload, state, attempts, lease_owner, cancel_requested, cancel_reason,
-		       result, error, created_at, updated_at, started_at, finished_at
+		SELECT kind, payload, state, attempts, lease_owner,
+		       CASE WHEN state IN ('queued', 'running') THEN extract(epoch FROM lease_until - now())::float8 ELSE 0 END,
+		       cancel_requested, cancel_reason, result, error, created_at, updated_at, started_at, finished_at
 		FROM jobs WHERE tenant_id = $1 AND consumer = $2 AND id = $3`,
-		key.Tenant, key.Consumer, key.ID).Scan(&s.Kind, &payload, &s.State, &s.Attempts, &owner,
+		key.Tenant, key.Consumer, key.ID).Scan(&s.Kind, &payload, &s.State, &s.Attempts, &owner, &left,
 		&s.CancelRequested, &reason, &result, &errText, &s.CreatedAt, &s.UpdatedAt, &s.StartedAt, &s.FinishedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Status{}, fmt.Errorf("get job %s: %w", key.ID, ErrNotFound)
@@ -209,6 +215,7 @@ func Get(ctx context.Context, q Querier, key Key) (Status, error) {
 		return Status{}, fmt.Errorf("get job %s: %w", key.ID, err)
 	}
 	s.Payload, s.Result = payload, result
+	s.LeaseLeft = time.Duration(left * float64(time.Second))
 	s.LeaseOwner, s.CancelReason, s.Error = deref(owner), deref(reason), deref(errText)
 	return s, nil
 }

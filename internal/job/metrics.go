@@ -34,7 +34,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"consumer", "reason"}),
 		leaseLost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "agentq", Name: "jobs_lease_lost_total",
-			Help: "Attempts that lost their lease while running (taken over, or not renewed in time).",
+			Help: "Attempts whose lease another worker had taken over when they ended; they wrote nothing.",
 		}, []string{"consumer"}),
 		runTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "agentq", Name: "job_attempt_seconds",

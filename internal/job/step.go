@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/database"
 )
 
 // Job is one leased attempt at a job, handed to the Handler. Its methods
@@ -18,8 +19,9 @@ type Job struct {
 	Key
 	Kind    string
 	Payload json.RawMessage
-	// Attempt counts the leases of this job, this one included: 1 on the
-	// first run, more after a retry or a takeover.
+	// Attempt counts the attempts charged to this job, this one included:
+	// 1 on the first run, more after a retry or a takeover after a crash;
+	// a lease given back (an outage, a stop) does not count.
 	Attempt   int
 	CreatedAt time.Time
 
@@ -44,7 +46,9 @@ const stepWriteTimeout = 10 * time.Second
 // order may differ) without calling fn. Otherwise it calls fn and records
 // its output — nil is recorded as null — then returns it; recording is
 // fenced, so when this worker has lost the lease Step returns ErrLeaseLost
-// and the output is not kept. fn's error is returned wrapped, its
+// and the output is not kept. A database that cannot be reached to load or
+// record steps is a bus.Unavailable error: returned by the handler, it
+// spends no attempt. fn's error is returned wrapped, its
 // classification (bus.Permanent, bus.Unavailable) intact, and nothing is
 // recorded. When two concurrent calls run the same key, the first recorded
 // output is returned to both.
@@ -101,7 +105,7 @@ func (j *Job) recorded(ctx context.Context, key string) (json.RawMessage, bool, 
 			SELECT step, output FROM job_steps
 			WHERE tenant_id = $1 AND consumer = $2 AND job_id = $3`, j.Tenant, j.Consumer, j.ID)
 		if err != nil {
-			return nil, false, fmt.Errorf("load steps of job %s: %w", j.ID, err)
+			return nil, false, fmt.Errorf("load steps of job %s: %w", j.ID, database.Classify(err))
 		}
 		done := map[string]json.RawMessage{}
 		var step string
@@ -111,7 +115,7 @@ func (j *Job) recorded(ctx context.Context, key string) (json.RawMessage, bool, 
 			return nil
 		})
 		if err != nil {
-			return nil, false, fmt.Errorf("load steps of job %s: %w", j.ID, err)
+			return nil, false, fmt.Errorf("load steps of job %s: %w", j.ID, database.Classify(err))
 		}
 		j.done, j.loaded = done, true
 	}
@@ -140,7 +144,7 @@ func (j *Job) record(ctx context.Context, key string, out json.RawMessage) (json
 		SELECT EXISTS (SELECT 1 FROM lease), (SELECT output FROM ins)`,
 		j.Tenant, j.Consumer, j.ID, j.token, key, string(out), j.Attempt).Scan(&held, &stored)
 	if err != nil {
-		return nil, fmt.Errorf("record: %w", err)
+		return nil, fmt.Errorf("record: %w", database.Classify(err))
 	}
 	if !held {
 		return nil, ErrLeaseLost
@@ -151,7 +155,7 @@ func (j *Job) record(ctx context.Context, key string, out json.RawMessage) (json
 			SELECT output FROM job_steps WHERE tenant_id = $1 AND consumer = $2 AND job_id = $3 AND step = $4`,
 			j.Tenant, j.Consumer, j.ID, key).Scan(&stored)
 		if err != nil {
-			return nil, fmt.Errorf("record: %w", err)
+			return nil, fmt.Errorf("record: %w", database.Classify(err))
 		}
 	}
 	j.mu.Lock()

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/database"
 )
 
 // Handler runs one attempt at a job and returns its result (JSON; nil is
@@ -27,9 +28,10 @@ import (
 // fails the job.
 //
 // ctx is cancelled when the job is cancelled (cause: a *CancelledError),
-// when the lease is lost (ErrLeaseLost), or when the worker stops after its
-// grace period (ErrStopping): read context.Cause, and return promptly. Work
-// that must survive an interruption goes through Job.Step.
+// when the lease is lost or may be (errors.Is ErrLeaseLost), or when the
+// worker stops after its grace period (ErrStopping): read context.Cause,
+// and return promptly. Work that must survive an interruption goes through
+// Job.Step.
 type Handler func(ctx context.Context, j *Job) (result json.RawMessage, err error)
 
 // Outcome is how a job ended.
@@ -56,7 +58,8 @@ type Options struct {
 	// Owner names this worker in lease_owner. Default host-pid-random.
 	Owner string
 	// Lease is how long a lease lasts without a heartbeat: after a crash,
-	// another worker takes the job over this long after the last heartbeat.
+	// another worker takes the job over this long after the last heartbeat
+	// (and no sooner than this long after it started or its last outage).
 	// Default 30s.
 	Lease time.Duration
 	// Heartbeat is how often a running job's lease is renewed and its
@@ -67,8 +70,9 @@ type Options struct {
 	Poll time.Duration
 	// Concurrency bounds the jobs this worker runs at once. Default 1.
 	Concurrency int
-	// MaxAttempts bounds the leases of a job that keeps failing with
-	// transient errors or crashing: past it the job fails. Default 3.
+	// MaxAttempts bounds the attempts of a job that keeps failing with
+	// transient errors or crashing: past it the job fails. Outages and
+	// stops spend none (see the package doc). Default 3.
 	MaxAttempts int
 	// Backoff gives the delay before the retry after the n-th attempt (n
 	// from 1); the last entry repeats. Default 10s, 1m, 5m.
@@ -146,9 +150,18 @@ type Worker struct {
 	m       workerMetrics
 	wake    chan struct{}
 	quit    chan struct{} // closed when Run returns
+	// abandon is closed when a stopping worker's grace period is over:
+	// outcomes still waiting for the database are given up then.
+	abandon     chan struct{}
+	abandonOnce sync.Once
 
 	mu     sync.Mutex
 	active map[*Job]context.CancelCauseFunc
+	// down and upSince are this worker's view of the database: whether its
+	// last statement met an outage, and since when its statements have
+	// reached the database without one (see mayTakeOver).
+	down    bool
+	upSince time.Time
 }
 
 type workerMetrics struct {
@@ -197,6 +210,7 @@ func NewWorker(pool *pgxpool.Pool, opts Options, handler Handler, log zerolog.Lo
 		m:       wm,
 		wake:    make(chan struct{}, 1),
 		quit:    make(chan struct{}),
+		abandon: make(chan struct{}),
 		active:  map[*Job]context.CancelCauseFunc{},
 	}, nil
 }
@@ -220,6 +234,9 @@ const dbTimeout = 30 * time.Second
 // another Grace (their leases then expire on their own). Call it once.
 func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info().Strs("kinds", w.opts.Kinds).Int("concurrency", w.opts.Concurrency).Msg("job worker started")
+	w.mu.Lock()
+	w.upSince = time.Now() // a start is a reconnection: see mayTakeOver
+	w.mu.Unlock()
 	// Handlers outlive ctx by the grace period: theirs is detached from it
 	// and cancelled on its own.
 	base := context.WithoutCancel(ctx)
@@ -271,6 +288,7 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 func (w *Worker) stopAll() {
+	w.abandonOnce.Do(func() { close(w.abandon) })
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, cancel := range w.active {
@@ -278,21 +296,62 @@ func (w *Worker) stopAll() {
 	}
 }
 
-// lease takes up to n due jobs in one statement. SKIP LOCKED lets copies
-// lease concurrently without waiting on each other's rows; a row another
-// copy leased meanwhile is re-checked once locked and skipped, since its
-// lease_until has moved. Lease times are the database's clock, the one clock
-// all workers share.
-func (w *Worker) lease(base context.Context, n int) ([]*Job, error) {
+// outage reports whether err, from one of the worker's own statements,
+// says the database could not be reached: database.Classify's verdict, or
+// the statement's own deadline passing (the worker's statements are small,
+// so a timeout is an unresponsive database).
+func outage(err error) bool {
+	return err != nil && (bus.IsUnavailable(database.Classify(err)) || errors.Is(err, context.DeadlineExceeded))
+}
+
+// observe records what one of the worker's statements met: an outage, or
+// the database reached.
+func (w *Worker) observe(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case err == nil || errors.Is(err, ErrLeaseLost): // an answer
+		if w.down {
+			w.down, w.upSince = false, time.Now()
+		}
+	case outage(err):
+		w.down = true
+	}
+}
+
+// mayTakeOver reports whether this worker may take over running jobs whose
+// lease expired: only once it has reached the database without an outage
+// for a whole lease, since it started or since its last outage. A lease
+// that expired while the database was unreachable to everyone is not the
+// trace of a crash: its holder is coming back at the same moment as this
+// worker, and renews it or records its outcome (giving the attempt back)
+// within a heartbeat. A holder that is really gone is taken over one lease
+// later.
+func (w *Worker) mayTakeOver() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.down && time.Since(w.upSince) >= w.opts.Lease
+}
+
+// lease takes up to n due jobs in one statement: queued jobs whose backoff
+// has passed (or that were cancelled), and running jobs whose lease expired
+// when mayTakeOver allows. SKIP LOCKED lets copies lease concurrently
+// without waiting on each other's rows; a row another copy leased
+// meanwhile is re-checked once locked and skipped, since its lease_until
+// has moved. Lease times are the database's clock, the one clock all
+// workers share.
+func (w *Worker) lease(base context.Context, n int) (jobs []*Job, err error) {
 	ctx, cancel := context.WithTimeout(base, dbTimeout)
 	defer cancel()
+	defer func() { w.observe(err) }()
 	sent := time.Now()
 	rows, err := w.pool.Query(ctx, `
 		WITH due AS (
 			SELECT tenant_id, consumer, id FROM jobs
 			WHERE consumer = $1 AND state IN ('queued', 'running')
 			  AND (cardinality($2::text[]) = 0 OR kind = ANY ($2::text[]))
-			  AND (lease_until <= now() OR (state = 'queued' AND cancel_requested))
+			  AND ((state = 'queued' AND (lease_until <= now() OR cancel_requested))
+			    OR (state = 'running' AND $6 AND lease_until <= now()))
 			ORDER BY lease_until
 			LIMIT $3
 			FOR UPDATE SKIP LOCKED
@@ -305,11 +364,10 @@ func (w *Worker) lease(base context.Context, n int) ([]*Job, error) {
 		WHERE j.tenant_id = due.tenant_id AND j.consumer = due.consumer AND j.id = due.id
 		RETURNING j.tenant_id, j.id, j.kind, j.payload, j.attempts, j.lease_token,
 			j.cancel_requested, coalesce(j.cancel_reason, ''), j.created_at`,
-		w.opts.Consumer, w.opts.Kinds, n, w.opts.Owner, w.opts.Lease.Seconds())
+		w.opts.Consumer, w.opts.Kinds, n, w.opts.Owner, w.opts.Lease.Seconds(), w.mayTakeOver())
 	if err != nil {
 		return nil, fmt.Errorf("lease jobs: %w", err)
 	}
-	var jobs []*Job
 	for rows.Next() {
 		j := &Job{w: w, leasedAt: sent}
 		j.Consumer = w.opts.Consumer
@@ -383,15 +441,20 @@ func (w *Worker) call(ctx context.Context, j *Job) (result json.RawMessage, err 
 }
 
 // heartbeat renews j's lease every Heartbeat until stop is closed (or Run
-// has returned). It
-// cancels the handler's context with ErrLeaseLost when the lease is gone or
-// may have expired (renewals failed until the next one would come too
-// late), and with a *CancelledError when a cancel was requested. Its
-// statements do not run under the handler's context: a renewal cut short
-// when the handler returns would cost a connection.
+// has returned). It cancels the handler's context with ErrLeaseLost when
+// the lease is gone (another worker's token), with a *leaseInDoubt when
+// renewals failed until the next one would come too late — the lease may
+// have expired, and this worker cannot tell whether another took the job
+// over — and with a *CancelledError when a cancel was requested. In doubt,
+// it keeps trying: the moment the database answers, a lease nobody took
+// over is renewed, so the handler winds down without being taken over, and
+// settle records what came of the attempt under the fence. Its statements
+// do not run under the handler's context: a renewal cut short when the
+// handler returns would cost a connection.
 func (w *Worker) heartbeat(base context.Context, stop <-chan struct{}, cancel context.CancelCauseFunc, j *Job, done chan<- struct{}) {
 	defer close(done)
 	expires := j.leasedAt.Add(w.opts.Lease) // measured from before the statement: never later than the database's
+	inDoubt := false
 	t := time.NewTicker(w.opts.Heartbeat)
 	defer t.Stop()
 	for {
@@ -403,17 +466,21 @@ func (w *Worker) heartbeat(base context.Context, stop <-chan struct{}, cancel co
 		case <-t.C:
 		}
 		sent := time.Now()
-		// A renewal is worth waiting for as long as the lease lasts.
-		hctx, hcancel := context.WithDeadline(base, expires)
+		// A renewal is worth waiting for as long as the lease lasts; in
+		// doubt, for a heartbeat, so the next try comes soon.
+		hctx, hcancel := context.WithDeadline(base, later(expires, sent.Add(w.opts.Heartbeat)))
 		held, cancelled, reason, err := w.extend(hctx, j)
 		hcancel()
+		w.observe(err)
 		switch {
 		case err != nil:
-			if !time.Now().Add(w.opts.Heartbeat).Before(expires) {
-				cancel(fmt.Errorf("%w: not renewed before it expires: %w", ErrLeaseLost, err))
-				return
+			if !inDoubt && !time.Now().Add(w.opts.Heartbeat).Before(expires) {
+				inDoubt = true
+				cancel(&leaseInDoubt{err: err, outage: outage(err)})
+				w.jobLog(j).Warn().Err(err).Msg("job lease not renewed before it expires; handler stopped, renewing when the database answers")
+			} else if !inDoubt {
+				w.jobLog(j).Warn().Err(err).Msg("job heartbeat failed; retrying")
 			}
-			w.jobLog(j).Warn().Err(err).Msg("job heartbeat failed; retrying")
 		case !held:
 			cancel(ErrLeaseLost)
 			return
@@ -423,10 +490,38 @@ func (w *Worker) heartbeat(base context.Context, stop <-chan struct{}, cancel co
 			cancel(&CancelledError{Reason: reason})
 			expires = sent.Add(w.opts.Lease)
 		default:
+			if inDoubt {
+				w.jobLog(j).Info().Msg("job lease renewed after the outage; nobody took the job over")
+				inDoubt = false // logged once per outage; the handler stays cancelled
+			}
 			expires = sent.Add(w.opts.Lease)
 		}
 	}
 }
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// leaseInDoubt is the cause of a handler's cancellation when its lease
+// could not be renewed before it would expire. errors.Is(ErrLeaseLost)
+// holds: the handler must stop, since another worker may own the job by
+// now. Whether one does, the fence decides when the attempt settles; if
+// none does and the renewals failed for an outage, the attempt is given
+// back.
+type leaseInDoubt struct {
+	err    error // the last renewal's
+	outage bool  // err was an outage
+}
+
+func (e *leaseInDoubt) Error() string {
+	return ErrLeaseLost.Error() + ": not renewed before it expires: " + e.err.Error()
+}
+
+func (e *leaseInDoubt) Unwrap() []error { return []error{ErrLeaseLost, e.err} }
 
 // extend renews j's lease if this worker still holds it and reports
 // whether it does and whether a cancel was requested.
@@ -465,6 +560,11 @@ func (w *Worker) decide(j *Job, result json.RawMessage, err, cause error, cancel
 		return verdict{terminal: true, outcome: Outcome{State: Cancelled, Err: &CancelledError{Reason: cancelReason}}}
 	case errors.Is(cause, ErrStopping):
 		return verdict{giveBack: true, reason: releaseStop, err: err}
+	case isOutageDoubt(cause):
+		// The lease outlived an outage with nobody taking the job over (the
+		// fence just held): the attempt was cut short by the outage, not by
+		// the job. Due at once: the database is back.
+		return verdict{giveBack: true, reason: releaseOutage, err: err}
 	case bus.IsPermanent(err):
 		return verdict{terminal: true, outcome: Outcome{State: Failed, Err: err}}
 	case bus.IsUnavailable(err):
@@ -483,11 +583,18 @@ func (w *Worker) backoff(attempt int) time.Duration {
 
 // settle records the outcome of an attempt under the fence: the job row is
 // locked only if this lease still holds it, else ErrLeaseLost and nothing
-// is written. A handler cancelled because its lease was lost writes
-// nothing either: the job belongs to whoever holds it now, or will when the
-// lease expires.
+// is written. A handler cancelled because its lease was found taken writes
+// nothing either: the job belongs to whoever holds it now. One cancelled
+// because its lease was in doubt settles like any other, and the fence
+// tells whether the lease is still its own.
+//
+// While the database is unreachable, settle waits for it, trying again
+// every Heartbeat, until the worker's stop gives up (its grace period
+// over): an outcome or a release that never reaches the database would
+// leave the job to expire and be taken over, spending an attempt.
 func (w *Worker) settle(j *Job, result json.RawMessage, herr, cause error) error {
-	if herr != nil && errors.Is(cause, ErrLeaseLost) {
+	var doubt *leaseInDoubt
+	if herr != nil && errors.Is(cause, ErrLeaseLost) && !errors.As(cause, &doubt) {
 		return cause
 	}
 	if herr == nil {
@@ -496,23 +603,58 @@ func (w *Worker) settle(j *Job, result json.RawMessage, herr, cause error) error
 			herr = bus.Permanent(fmt.Errorf("handler result: %w", err))
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), dbTimeout)
+	for waited := false; ; waited = true {
+		retry, err := w.settleOnce(j, result, herr, cause)
+		w.observe(err)
+		if !retry {
+			if waited && err == nil {
+				w.jobLog(j).Info().Msg("the database is back; the job's attempt is settled")
+			}
+			return err
+		}
+		if !waited {
+			w.jobLog(j).Warn().Err(err).Msg("the database is unreachable; settling the job's attempt when it is back")
+		}
+		select {
+		case <-time.After(w.opts.Heartbeat):
+		case <-w.abandon:
+			return fmt.Errorf("the worker stopped before the database came back: %w", err)
+		}
+	}
+}
+
+// settleOnce is one try of settle; retry is true when the database could
+// not be reached.
+func (w *Worker) settleOnce(j *Job, result json.RawMessage, herr, cause error) (retry bool, err error) {
+	// Bounded by the lease, so a try begun during an outage ends soon after.
+	ctx, cancel := context.WithTimeout(context.Background(), min(dbTimeout, w.opts.Lease))
 	defer cancel()
 	v, err := w.commit(ctx, j, result, herr, cause)
 	if err == nil || errors.Is(err, ErrLeaseLost) {
-		return err
+		return false, err
 	}
-	// The outcome could not be recorded (the database failed, or OnDone
-	// did): release the job for a later attempt, which finds its steps done.
+	if !errors.Is(err, errOnDone) && outage(err) {
+		return true, err
+	}
+	// The database refused the outcome, or OnDone failed: release the job
+	// for a later attempt, which finds its steps done.
 	rel := verdict{delay: w.backoff(j.Attempt), giveBack: true, reason: releaseStore, err: err}
 	if v.terminal {
 		w.jobLog(j).Error().Err(err).Str("outcome", string(v.outcome.State)).Msg("recording the job's outcome failed; releasing it for another attempt")
 	}
 	if rerr := w.release(ctx, w.pool, j, rel); rerr != nil {
-		return errors.Join(err, rerr)
+		return outage(rerr), errors.Join(err, rerr)
 	}
 	w.released(j, rel)
-	return nil
+	return false, nil
+}
+
+// errOnDone marks a failure of Options.OnDone in commit's error.
+var errOnDone = errors.New("job OnDone")
+
+func isOutageDoubt(cause error) bool {
+	var doubt *leaseInDoubt
+	return errors.As(cause, &doubt) && doubt.outage
 }
 
 // commit locks j's row under the fence, decides, and records the verdict
@@ -565,7 +707,7 @@ func (w *Worker) commit(ctx context.Context, j *Job, result json.RawMessage, her
 	}
 	if w.opts.OnDone != nil {
 		if err := w.opts.OnDone(ctx, tx, j, v.outcome); err != nil {
-			return v, fmt.Errorf("job OnDone: %w", err)
+			return v, fmt.Errorf("%w: %w", errOnDone, err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {

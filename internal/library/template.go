@@ -1,14 +1,12 @@
 package library
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"sort"
 	"strings"
-	"text/template"
 	"text/template/parse"
 )
 
@@ -20,9 +18,13 @@ var ErrTemplate = errors.New("invalid template")
 // extra or of the wrong type.
 var ErrParams = errors.New("invalid parameters")
 
-// CheckTemplate verifies that content parses as a Go text/template, that
-// every parameter it uses is declared in params, and that every required
-// declared parameter is used. Parameter names must be unique.
+// CheckTemplate verifies that content parses as a Go text/template within
+// the subset prompts may use (subset.go: no {{define}}, {{block}} or
+// {{template}}; {{range N}} up to MaxRangeCount and outside other ranges;
+// a range inside a range only over the outer element's parts; printf
+// widths and precisions up to MaxFormatWidth), that every parameter it
+// uses is declared in params, and that every required declared parameter
+// is used. Parameter names must be unique.
 func CheckTemplate(content string, params []Param) error {
 	declared := map[string]Param{}
 	for _, p := range params {
@@ -42,10 +44,19 @@ func CheckTemplate(content string, params []Param) error {
 		}
 		declared[p.Name] = p
 	}
-	used, err := UsedParams(content)
+	trees, err := parse.Parse("prompt", content, "", "", builtins)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrTemplate, err)
 	}
+	if len(trees) > 1 {
+		return fmt.Errorf("%w: {{template}}, {{define}} and {{block}} are not supported in prompts", ErrTemplate)
+	}
+	c := newChecker()
+	c.list(trees["prompt"].Root, c.vars[0]["$"])
+	if c.err != nil {
+		return c.err
+	}
+	used := sortedKeys(c.used)
 	var undeclared []string
 	for _, u := range used {
 		if _, ok := declared[u]; !ok {
@@ -72,24 +83,28 @@ func CheckTemplate(content string, params []Param) error {
 }
 
 // UsedParams returns the sorted names of the parameters content refers to:
-// {{.Name}} where dot is the parameters, and {{$.Name}} anywhere.
+// {{.Name}} where dot is the parameters, {{$.Name}} anywhere, fields of a
+// variable or a dot that holds the parameters ({{$p := .}}{{$p.Name}},
+// {{with $}}{{.Name}}{{end}}), and {{index . "Name"}}.
 func UsedParams(content string) ([]string, error) {
 	trees, err := parse.Parse("prompt", content, "", "", builtins)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTemplate, err)
 	}
-	used := map[string]bool{}
+	c := newChecker()
 	for _, t := range trees {
-		if t.Root != nil {
-			walk(t.Root, true, used)
-		}
+		c.list(t.Root, c.vars[0]["$"])
 	}
-	out := make([]string, 0, len(used))
-	for u := range used {
-		out = append(out, u)
+	return sortedKeys(c.used), nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
 	}
 	sort.Strings(out)
-	return out, nil
+	return out
 }
 
 // builtins are text/template's predefined functions, which parse needs to
@@ -98,102 +113,6 @@ var builtins = map[string]any{
 	"and": true, "call": true, "html": true, "index": true, "slice": true, "js": true, "len": true,
 	"not": true, "or": true, "print": true, "printf": true, "println": true, "urlquery": true,
 	"eq": true, "ge": true, "gt": true, "le": true, "lt": true, "ne": true,
-}
-
-// walk collects parameter names; root says whether dot is still the
-// parameters (it is not inside range and with bodies).
-func walk(n parse.Node, root bool, used map[string]bool) {
-	switch n := n.(type) {
-	case *parse.ListNode:
-		if n == nil {
-			return
-		}
-		for _, c := range n.Nodes {
-			walk(c, root, used)
-		}
-	case *parse.ActionNode:
-		walk(n.Pipe, root, used)
-	case *parse.PipeNode:
-		if n == nil {
-			return
-		}
-		for _, c := range n.Cmds {
-			walk(c, root, used)
-		}
-	case *parse.CommandNode:
-		for _, a := range n.Args {
-			walk(a, root, used)
-		}
-	case *parse.FieldNode:
-		if root && len(n.Ident) > 0 {
-			used[n.Ident[0]] = true
-		}
-	case *parse.VariableNode:
-		if len(n.Ident) > 1 && n.Ident[0] == "$" {
-			used[n.Ident[1]] = true
-		}
-	case *parse.ChainNode:
-		walk(n.Node, root, used)
-	case *parse.IfNode:
-		walk(n.Pipe, root, used)
-		walk(n.List, root, used)
-		walk(n.ElseList, root, used)
-	case *parse.RangeNode:
-		walk(n.Pipe, root, used)
-		walk(n.List, false, used)
-		walk(n.ElseList, root, used)
-	case *parse.WithNode:
-		walk(n.Pipe, root, used)
-		walk(n.List, false, used)
-		walk(n.ElseList, root, used)
-	case *parse.TemplateNode:
-		walk(n.Pipe, root, used)
-	}
-}
-
-// Render executes content with values, after filling defaults and checking
-// that every value is declared, every required parameter is given and every
-// value has its declared type. Errors wrap ErrParams (the caller's values)
-// or ErrTemplate (the content fails on these values).
-func Render(content string, params []Param, values map[string]any) (string, error) {
-	data, err := renderData(params, values)
-	if err != nil {
-		return "", err
-	}
-	t, err := Parse(content)
-	if err != nil {
-		return "", err
-	}
-	return execute(t, data)
-}
-
-// Parse parses content as a template for RenderParsed; the error wraps
-// ErrTemplate.
-func Parse(content string) (*template.Template, error) {
-	t, err := template.New("prompt").Option("missingkey=error").Parse(content)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrTemplate, err)
-	}
-	return t, nil
-}
-
-// RenderParsed is Render of a template Parse made, for callers that
-// render one prompt many times (prompts.get's cache): parsing is most of
-// a rendering's cost. t may be executed by many goroutines at once.
-func RenderParsed(t *template.Template, params []Param, values map[string]any) (string, error) {
-	data, err := renderData(params, values)
-	if err != nil {
-		return "", err
-	}
-	return execute(t, data)
-}
-
-func execute(t *template.Template, data map[string]any) (string, error) {
-	var buf bytes.Buffer
-	if err := t.Execute(&buf, data); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrTemplate, err)
-	}
-	return buf.String(), nil
 }
 
 // renderData is the template's data: values checked against params, and

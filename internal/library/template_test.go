@@ -1,6 +1,7 @@
 package library_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -45,7 +46,7 @@ func TestRender(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := library.Render(content, params, c.values)
+			got, err := library.Render(context.Background(), content, params, c.values, library.Limits{})
 			if c.err != nil {
 				require.True(t, errors.Is(err, c.err), "%v", err)
 				require.Contains(t, err.Error(), c.msg)
@@ -57,7 +58,7 @@ func TestRender(t *testing.T) {
 	}
 	// A template that fails on its values (index out of range) is an
 	// ErrTemplate, not a panic.
-	_, err := library.Render(`{{index .Items 5}}`, []library.Param{{Name: "Items", Type: "array", Required: true}}, map[string]any{"Items": []any{1.0}})
+	_, err := library.Render(context.Background(), `{{index .Items 5}}`, []library.Param{{Name: "Items", Type: "array", Required: true}}, map[string]any{"Items": []any{1.0}}, library.Limits{})
 	require.ErrorIs(t, err, library.ErrTemplate)
 }
 
@@ -72,10 +73,11 @@ func FuzzCheckAndRender(f *testing.F) {
 		_ = library.CheckTemplate(content, params)
 		_, _ = library.UsedParams(content)
 		values := map[string]any{"Name": value, "Items": []any{value, 1.0}, "A": map[string]any{"B": value}}
-		out, err := library.Render(content, params, values)
+		ctx := context.Background()
+		out, err := library.Render(ctx, content, params, values, library.Limits{})
 		if tmpl, perr := library.Parse(content); perr == nil {
 			for range 2 { // a parsed template is reused
-				got, gerr := library.RenderParsed(tmpl, params, values)
+				got, gerr := tmpl.Render(ctx, params, values, library.Limits{})
 				require.Equal(t, out, got)
 				require.Equal(t, fmt.Sprint(err), fmt.Sprint(gerr))
 			}

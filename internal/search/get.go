@@ -72,7 +72,9 @@ func (s *Searcher) getRow(ctx context.Context, tenant string, req GetRequest) (l
 // content rendered with req.Params and the parameters' defaults. The
 // rendering is always there, so a prompt with required parameters needs
 // params; a missing, unknown or mistyped parameter, or a template that
-// fails on the values, is a *service.Error with code rendering. An unknown
+// fails on the values, is a *service.Error with code rendering, and a
+// rendering stopped at a limit of Options.Render one with code
+// render_limit. An unknown
 // id, version or label is code not_found.
 func (s *Searcher) Get(ctx context.Context, tenant string, req GetRequest) (GetResponse, error) {
 	if err := checkTenant(tenant); err != nil {
@@ -113,17 +115,20 @@ func (s *Searcher) Get(ctx context.Context, tenant string, req GetRequest) (GetR
 	}
 	var out string
 	if tmpl != nil {
-		out, err = library.RenderParsed(tmpl, p.Parameters, req.Params)
+		out, err = tmpl.Render(ctx, p.Parameters, req.Params, s.opts.Render)
 	} else {
-		out, err = library.Render(p.Content, p.Parameters, req.Params)
+		out, err = library.Render(ctx, p.Content, p.Parameters, req.Params, s.opts.Render)
 	}
 	switch {
 	case err == nil:
 		return GetResponse{Prompt: p, Rendered: &out}, nil
+	case ctx.Err() != nil:
+		return GetResponse{}, fmt.Errorf("render %s@%d: %w", p.ID, p.Version, err)
 	case req.Params == nil:
 		// Asked for the prompt, not a rendering: a prompt that needs
-		// parameters is returned as it is.
+		// parameters (or that its defaults alone take past a render
+		// limit) is returned as it is.
 		return GetResponse{Prompt: p}, nil
 	}
-	return GetResponse{}, service.Errorf(service.CodeRendering, "%s@%d: %s", p.ID, p.Version, renderMessage(err))
+	return GetResponse{}, service.Errorf(renderCode(err), "%s@%d: %s", p.ID, p.Version, renderMessage(err))
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
-	"text/template"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -52,7 +51,7 @@ type getKey struct {
 type promptEntry struct {
 	key     getKey
 	prompt  library.Prompt
-	tmpl    *template.Template // the content parsed, nil if it does not parse
+	tmpl    *library.Template // the content parsed, nil if it does not parse
 	expires time.Time
 }
 
@@ -66,7 +65,7 @@ func newPromptCache(size int, ttl time.Duration) *promptCache {
 
 // get returns the cached prompt of k and its parsed content, and the
 // generation a caller that misses passes to put.
-func (c *promptCache) get(k getKey) (library.Prompt, *template.Template, uint64, bool) {
+func (c *promptCache) get(k getKey) (library.Prompt, *library.Template, uint64, bool) {
 	if c == nil {
 		return library.Prompt{}, nil, 0, false
 	}
@@ -93,7 +92,7 @@ func (c *promptCache) get(k getKey) (library.Prompt, *template.Template, uint64,
 
 // put stores p and its parsed content for k unless something changed
 // since gen was read.
-func (c *promptCache) put(k getKey, p library.Prompt, tmpl *template.Template, gen uint64) {
+func (c *promptCache) put(k getKey, p library.Prompt, tmpl *library.Template, gen uint64) {
 	if c == nil {
 		return
 	}

@@ -58,7 +58,7 @@ type PromptResult struct {
 type RenderError struct {
 	ID      string `json:"id"`
 	Version int    `json:"version"`
-	Code    string `json:"code"` // always rendering
+	Code    string `json:"code"` // rendering, or render_limit
 	Message string `json:"message"`
 }
 
@@ -178,10 +178,13 @@ LEFT JOIN LATERAL (
 			return PromptsResponse{}, fmt.Errorf("search prompts: %w", err)
 		}
 		if req.Params != nil {
-			out, err := library.Render(r.Prompt.Content, r.Prompt.Parameters, req.Params)
+			out, err := library.Render(ctx, r.Prompt.Content, r.Prompt.Parameters, req.Params, s.opts.Render)
+			if err != nil && ctx.Err() != nil {
+				return PromptsResponse{}, fmt.Errorf("search prompts: render %s@%d: %w", r.Prompt.ID, r.Prompt.Version, err)
+			}
 			if err != nil {
 				resp.RenderErrors = append(resp.RenderErrors, RenderError{
-					ID: r.Prompt.ID, Version: r.Prompt.Version, Code: service.CodeRendering, Message: renderMessage(err)})
+					ID: r.Prompt.ID, Version: r.Prompt.Version, Code: renderCode(err), Message: renderMessage(err)})
 			} else {
 				r.Rendered = &out
 			}
@@ -191,11 +194,20 @@ LEFT JOIN LATERAL (
 	return resp, nil
 }
 
+// renderCode is the error code of a rendering's error: render_limit when
+// it was stopped at a limit, else rendering.
+func renderCode(err error) string {
+	if errors.Is(err, library.ErrRenderLimit) {
+		return service.CodeRenderLimit
+	}
+	return service.CodeRendering
+}
+
 // renderMessage is a rendering error for the client: Render's errors name
 // the parameters and the template position, nothing internal.
 func renderMessage(err error) string {
 	msg := err.Error()
-	if !errors.Is(err, library.ErrParams) && !errors.Is(err, library.ErrTemplate) {
+	if !errors.Is(err, library.ErrParams) && !errors.Is(err, library.ErrTemplate) && !errors.Is(err, library.ErrRenderLimit) {
 		msg = "cannot render: " + msg
 	}
 	return truncate(msg, 1000)

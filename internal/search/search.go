@@ -48,6 +48,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentq/agentq/internal/embed"
+	"github.com/agentq/agentq/internal/library"
 	"github.com/agentq/agentq/internal/quality"
 )
 
@@ -166,6 +167,10 @@ type Options struct {
 	// shape, and a prompt search's plan holds ~0.65 MB of its backend's
 	// memory.
 	Prepared int
+	// Render bounds each rendering of a prompt, in prompts.get and in
+	// search.prompts with params (zero fields: library's defaults). A
+	// rendering stopped at a limit is answered render_limit.
+	Render library.Limits
 	// Registerer receives the search's metrics; nil keeps them
 	// unregistered.
 	Registerer prometheus.Registerer

@@ -9,12 +9,15 @@ import (
 // Error codes of error replies. Clients branch on these; the message is for
 // people.
 const (
-	CodeBadRequest  = "bad_request" // the request is malformed: tenant, schema, or arguments
-	CodeNotFound    = "not_found"   // what the request names does not exist
-	CodeUnavailable = "unavailable" // a dependency is down; retrying later may succeed
-	CodeTimeout     = "timeout"     // the handler did not finish within the service's timeout
-	CodeInternal    = "internal"    // a bug or unexpected failure; details are in the service log
-	CodeRendering   = "rendering"   // a prompt could not be rendered with the given parameters
+	CodeBadRequest  = "bad_request"  // the request is malformed: tenant, schema, or arguments
+	CodeNotFound    = "not_found"    // what the request names does not exist
+	CodeUnavailable = "unavailable"  // a dependency is down; retrying later may succeed
+	CodeTimeout     = "timeout"      // the handler did not finish within the service's timeout
+	CodeInternal    = "internal"     // a bug or unexpected failure; details are in the service log
+	CodeRendering   = "rendering"    // a prompt could not be rendered with the given parameters
+	CodeRenderLimit = "render_limit" // a prompt's rendering reached a limit: too long, too many steps, too slow
+	CodeOverloaded  = "overloaded"   // every slot and queue place of the endpoint is taken; retry later
+	CodeTooLarge    = "too_large"    // the reply would exceed the NATS max payload
 
 	codeOK = "ok" // metric label of successful replies
 )
@@ -56,9 +59,11 @@ func httpStatus(code string) string {
 		return "400"
 	case CodeNotFound:
 		return "404"
-	case CodeRendering:
+	case CodeRendering, CodeRenderLimit:
 		return "422"
-	case CodeUnavailable:
+	case CodeTooLarge:
+		return "413"
+	case CodeUnavailable, CodeOverloaded:
 		return "503"
 	case CodeTimeout:
 		return "504"

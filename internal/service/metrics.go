@@ -52,7 +52,7 @@ func (m *metrics) forEndpoint(service, endpoint string) *endpointMetrics {
 		byCode:  map[string]prometheus.Counter{},
 		counts:  map[string]int64{},
 	}
-	for _, code := range []string{codeOK, CodeBadRequest, CodeNotFound, CodeUnavailable, CodeTimeout, CodeInternal, CodeRendering} {
+	for _, code := range []string{codeOK, CodeBadRequest, CodeNotFound, CodeUnavailable, CodeTimeout, CodeInternal, CodeRendering, CodeRenderLimit, CodeOverloaded, CodeTooLarge} {
 		em.byCode[code] = m.requests.WithLabelValues(service, endpoint, code)
 	}
 	return em

@@ -52,10 +52,17 @@ type Options struct {
 	// context ends then, and a timeout error is replied even if the
 	// handler has not returned. Default 2s.
 	Timeout time.Duration
-	// Concurrency bounds the handlers running at once per endpoint. More
-	// requests wait in the subscription's pending buffer. A handler that
-	// ignores its context keeps its slot until it returns. Default 16.
+	// Concurrency bounds the handlers running at once per endpoint. A
+	// handler that ignores its context keeps its slot until it returns
+	// (its client has had a timeout reply at Timeout). Default 16.
 	Concurrency int
+	// Queue bounds the requests per endpoint that wait for a slot, each
+	// until its Timeout (then it is answered timeout). A request that
+	// finds the queue full is answered overloaded at once: taking
+	// requests off the subscription never waits, so handlers that
+	// overstay never keep other requests from an answer. Default
+	// 4 × Concurrency; negative: none wait.
+	Queue int
 	// Validator validates request bodies against each endpoint's schema.
 	// Nil: requests are not validated.
 	Validator Validator
@@ -87,6 +94,12 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("service %s: Concurrency %d is negative", o.Name, o.Concurrency)
 	case o.Concurrency == 0:
 		o.Concurrency = DefaultConcurrency
+	}
+	switch {
+	case o.Queue < 0:
+		o.Queue = 0
+	case o.Queue == 0:
+		o.Queue = 4 * o.Concurrency
 	}
 	return nil
 }
@@ -176,7 +189,8 @@ type endpoint struct {
 	handler Handler
 	log     zerolog.Logger // carries service and endpoint
 	metrics *endpointMetrics
-	slots   chan struct{}
+	slots   chan struct{} // handlers running
+	tickets chan struct{} // requests taken: running or waiting for a slot
 }
 
 // AddEndpoint serves subjectPrefix.* (e.g. "search.prompts" serves
@@ -204,6 +218,7 @@ func (s *Service) AddEndpoint(name, subjectPrefix, requestSchema string, h Handl
 		log:     s.log.With().Str("endpoint", name).Logger(),
 		metrics: s.metrics.forEndpoint(s.opts.Name, name),
 		slots:   make(chan struct{}, s.opts.Concurrency),
+		tickets: make(chan struct{}, s.opts.Concurrency+s.opts.Queue),
 	}
 	s.mu.RLock()
 	stopped := s.stopped
@@ -272,9 +287,12 @@ func (s *Service) stats(e *micro.Endpoint) any {
 	return map[string]any{"replies": ep.metrics.snapshot()}
 }
 
-// dispatch runs on micro's subscription goroutine. It hands the request
-// to a goroutine of its own so up to Concurrency requests are worked on at
-// once; blocking here when all slots are taken is the backpressure.
+// dispatch runs on micro's subscription goroutine, which must never wait:
+// while it does, no request of the endpoint is answered, not even with an
+// error. It hands the request to a goroutine of its own, which waits for
+// one of Concurrency slots until the request's deadline; when
+// Concurrency+Queue requests are taken already, it answers overloaded at
+// once instead.
 func (ep *endpoint) dispatch(req micro.Request) {
 	// micro.Request hides the *nats.Msg; rebuilding the parts we need
 	// lets the reply be sent from another goroutine without touching the
@@ -290,13 +308,21 @@ func (ep *endpoint) dispatch(req micro.Request) {
 		ep.serve(msg, start)
 		return
 	}
+	select {
+	case ep.tickets <- struct{}{}:
+	default:
+		ep.s.mu.RUnlock()
+		x := ep.exchange(msg, start)
+		x.logger(zerolog.WarnLevel).Int("concurrency", ep.s.opts.Concurrency).Int("queue", ep.s.opts.Queue).Msg("overloaded")
+		x.replyError(Errorf(CodeOverloaded, "the service is busy: %d requests running and %d waiting; retry later", ep.s.opts.Concurrency, ep.s.opts.Queue))
+		return
+	}
 	ep.s.inflight.Add(1)
 	ep.s.mu.RUnlock()
 
-	ep.slots <- struct{}{}
 	go func() {
 		defer ep.s.inflight.Done()
-		defer func() { <-ep.slots }()
+		defer func() { <-ep.tickets }()
 		ep.serve(msg, start)
 	}()
 }
@@ -310,9 +336,14 @@ type exchange struct {
 	replied atomic.Bool
 }
 
-func (ep *endpoint) serve(msg *nats.Msg, start time.Time) {
+func (ep *endpoint) exchange(msg *nats.Msg, start time.Time) *exchange {
 	x := &exchange{ep: ep, msg: msg, start: start}
 	x.tenant = msg.Subject[strings.LastIndexByte(msg.Subject, '.')+1:]
+	return x
+}
+
+func (ep *endpoint) serve(msg *nats.Msg, start time.Time) {
+	x := ep.exchange(msg, start)
 
 	if !bus.ValidTenant(x.tenant) {
 		x.logger(zerolog.DebugLevel).Msg("bad tenant token")
@@ -331,6 +362,14 @@ func (ep *endpoint) serve(msg *nats.Msg, start time.Time) {
 	// comes out of the handler's share, not the client's patience.
 	ctx, cancel := context.WithDeadline(context.Background(), start.Add(ep.s.opts.Timeout))
 	defer cancel()
+	select {
+	case ep.slots <- struct{}{}:
+		defer func() { <-ep.slots }()
+	case <-ctx.Done():
+		x.logger(zerolog.WarnLevel).Dur("timeout", ep.s.opts.Timeout).Msg("request timed out waiting for a slot")
+		x.replyError(Errorf(CodeTimeout, "no answer within %s: the service is busy", ep.s.opts.Timeout))
+		return
+	}
 	// Answer at the deadline even if the handler ignores ctx.
 	stopTimer := context.AfterFunc(ctx, func() {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) &&
@@ -420,25 +459,36 @@ func reference() string {
 // replyError sends {"error":{...}} with micro's error headers. It reports
 // whether this was the request's reply.
 func (x *exchange) replyError(e *Error) bool {
+	return x.reply(x.errorMsg(e))
+}
+
+// errorMsg is the reply of e, and its code.
+func (x *exchange) errorMsg(e *Error) (string, *nats.Msg) {
 	body, err := json.Marshal(struct {
 		Error *Error `json:"error"`
 	}{e})
 	if err != nil { // cannot happen: two strings
 		body = []byte(`{"error":{"code":"internal","message":"internal error"}}`)
 	}
-	return x.reply(e.Code, &nats.Msg{
+	return e.Code, &nats.Msg{
 		Data: body,
 		Header: nats.Header{
 			micro.ErrorHeader:     {oneLine(e.Code+": "+e.Message, maxMessage)},
 			micro.ErrorCodeHeader: {httpStatus(e.Code)},
 		},
-	})
+	}
 }
 
 // reply sends out unless a reply was sent already, and counts it.
 func (x *exchange) reply(code string, out *nats.Msg) bool {
 	if !x.replied.CompareAndSwap(false, true) {
 		return false
+	}
+	if limit := x.ep.s.nc.MaxPayload(); int64(len(out.Data)) > limit-maxHeaders {
+		// NATS would refuse it, and the client would wait for its own
+		// timeout: say so instead.
+		x.logger(zerolog.WarnLevel).Int("bytes", len(out.Data)).Int64("max_payload", limit).Msg("reply too large")
+		code, out = x.errorMsg(Errorf(CodeTooLarge, "the reply is %d bytes, over the %d bytes NATS carries", len(out.Data), limit-maxHeaders))
 	}
 	// Count first, so the count is there by the time the client has its
 	// reply.
@@ -451,6 +501,10 @@ func (x *exchange) reply(code string, out *nats.Msg) bool {
 	}
 	return true
 }
+
+// maxHeaders is room kept for a reply's headers under the max payload:
+// error replies carry two, of at most maxMessage bytes.
+const maxHeaders = 2 * maxMessage
 
 // logger returns an event at lvl carrying service, endpoint and tenant.
 func (x *exchange) logger(lvl zerolog.Level) *zerolog.Event {

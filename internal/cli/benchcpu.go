@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/rs/zerolog"
+
+	"github.com/agentq/agentq/internal/bench"
+	"github.com/agentq/agentq/internal/config"
+)
+
+func init() {
+	register("benchcpu", "CPU per event of the scorer draining a backlog, with a CPU profile of that alone", runBenchCPU)
+}
+
+func runBenchCPU(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
+	fs := flags("benchcpu", e)
+	n := fs.Int("events", 20000, "events in the backlog")
+	warm := fs.Int("warmup", 2000, "events drained first, unmeasured, to warm connections and caches")
+	batch := fs.Int("batch", cfg.BatchSize, "scorer batch size (events per transaction)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the drain alone to this file (go tool pprof)")
+	if err := fs.Parse(args); err != nil {
+		return parseError(err)
+	}
+	if *n < 1 || *warm < 0 {
+		return fmt.Errorf("--events must be positive and --warmup not negative")
+	}
+	cfg.BatchSize = *batch
+	var prof *os.File
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		prof = f
+	}
+	res, err := bench.CPU(ctx, cfg, *n, *warm, prof, log)
+	if err != nil {
+		return err
+	}
+	perEvent := func(s float64) string {
+		if s < 0 {
+			return "not measured"
+		}
+		return fmt.Sprintf("%.1f µs per event", 1e6*s/float64(res.Events))
+	}
+	fmt.Fprintf(e.Stdout, `agentq benchcpu: the scorer drained %d events in %.2f s (%.0f events/s), batch %d, database: %s
+  CPU of this process (scorer + embedded NATS server)   %s
+  CPU of the database's Postgres backends               %s
+`, res.Events, res.Seconds, float64(res.Events)/res.Seconds, *batch, res.Database, perEvent(res.ProcessCPU), perEvent(res.PostgresCPU))
+	if *cpuProfile != "" {
+		fmt.Fprintf(e.Stdout, "  CPU profile of the drain: %s (go tool pprof -top -cum <binary> %s)\n", *cpuProfile, *cpuProfile)
+	}
+	return nil
+}

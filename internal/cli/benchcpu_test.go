@@ -1,0 +1,29 @@
+package cli_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/testenv"
+)
+
+// benchcpu drains a backlog end to end, reports the CPU per event and
+// writes a profile of the drain.
+func TestBenchCPUSmoke(t *testing.T) {
+	env := map[string]string{"AGENTQ_DATABASE_URL": testenv.DatabaseURL(t)}
+	prof := filepath.Join(t.TempDir(), "scorer.prof")
+	code, out, errOut := run(context.Background(), env, "", "benchcpu", "--events", "300", "--warmup", "50", "--batch", "100", "--cpuprofile", prof)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "the scorer drained 300 events")
+	if runtime.GOOS == "linux" {
+		require.Regexp(t, `CPU of this process \(scorer \+ embedded NATS server\)\s+[0-9.]+ µs per event`, out)
+	}
+	st, err := os.Stat(prof)
+	require.NoError(t, err)
+	require.Positive(t, st.Size())
+}
