@@ -49,13 +49,16 @@ test: prereqs-race deps vet
 	$(GO) test -count=1 -race -timeout 10m ./internal/chat/ ./internal/bus/ ./schemas/ ./internal/service/ ./internal/job/ ./internal/provider/... ./internal/library/ ./internal/search/ ./internal/embed/...
 	$(MAKE) fuzz
 
-# Short fuzzing runs of the decoders that take outside input, and a search
-# for prompt templates whose rendering would not stop within its limits.
+# Short fuzzing runs of the decoders that take outside input, a search
+# for prompt templates whose rendering would not stop within its limits,
+# and search queries against the test database (one worker: each worker
+# process starts a database of its own when AGENTQ_DATABASE_URL is unset).
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 10s ./internal/bus/
 	$(GO) test -run '^$$' -fuzz FuzzValidate -fuzztime 10s ./schemas/
 	$(GO) test -run '^$$' -fuzz FuzzCheckAndRender -fuzztime 10s ./internal/library/
 	$(GO) test -run '^$$' -fuzz FuzzRenderCost -fuzztime 10s ./internal/library/
+	$(GO) test -run '^$$' -fuzz FuzzSearchQuery -fuzztime 10s -parallel 1 ./internal/search/
 
 test-short: deps
 	$(GO) test -short -count=1 ./...

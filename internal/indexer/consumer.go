@@ -92,6 +92,7 @@ func serveSearch(ctx context.Context, d *app.Deps, emb Embedders) (*search.Searc
 	semb := search.Embedders{Prompts: emb.Prompts, Tools: emb.Tools}
 	c := d.Config.Search
 	opts := SearchOptions(c)
+	opts.Registerer = d.Registry
 	if err := search.EnsureIndexes(ctx, d.Pool, semb, opts.Indexes()); err != nil {
 		if !bus.IsUnavailable(err) {
 			return nil, nil, fmt.Errorf("vector indexes: %w", err)

@@ -38,8 +38,13 @@ type PromptsResponse struct {
 // request filter: the tenant's and _global's, and the version a consumer
 // gets (labelled production, else the latest), kept by the indexer in
 // prompts.current: the HNSW index is partial on it, so kNN walks only
-// served versions (migration 00009).
-const promptFilter = `a.tenant_id IN ({tenant}, '_global') AND a.current`
+// served versions (migration 00009). A _global prompt whose id the
+// tenant has too is left out: the tenant's shadows it, as in prompts.get
+// (getSQL), so every result's id names what prompts.get returns, and a
+// figure the tenant reported by <id>@<version> (the tenant's own prompt)
+// never reaches the _global one.
+const promptFilter = `a.tenant_id IN ({tenant}, '_global') AND a.current
+    AND (a.tenant_id = {tenant} OR NOT EXISTS (SELECT 1 FROM prompts o WHERE o.tenant_id = {tenant} AND o.id = a.id))`
 
 // PromptResult is one prompt version found.
 type PromptResult struct {
@@ -77,6 +82,9 @@ func (s *Searcher) Prompts(ctx context.Context, tenant string, req PromptsReques
 	}
 	if len(req.Tags) > 64 {
 		return PromptsResponse{}, service.BadRequest("%d tags; at most 64", len(req.Tags))
+	}
+	if err := checkTexts("a tag", req.Tags); err != nil {
+		return PromptsResponse{}, err
 	}
 	k := max(s.opts.PromptK, limit)
 	p := s.plan(ctx, s.emb.Prompts, q)
@@ -121,7 +129,7 @@ LEFT JOIN LATERAL (
 		calls    int64
 		lastUsed *time.Time
 	}
-	rows, err := retrieveRows(ctx, s, p, k, promptKind, tune, filter, named, tail, func(r pgx.Rows) (row, error) {
+	rows, err := retrieveRows(ctx, s, &p, k, promptKind, tune, filter, named, tail, func(r pgx.Rows) (row, error) {
 		var x row
 		var err error
 		x.prompt, x.params, err = library.ScanLazy(r, &x.f.rrf, &x.f.cov, &x.f.lrank, &x.cos, &x.quality, &x.calls, &x.lastUsed)
@@ -150,11 +158,11 @@ LEFT JOIN LATERAL (
 		if x.quality != nil {
 			c.Quality = clamp01(*x.quality)
 		}
-		last := x.prompt.CreatedAt
-		if x.lastUsed != nil && x.lastUsed.After(last) {
-			last = *x.lastUsed
+		// The nearer to now of its creation and its last use (see recency).
+		c.Recency = recency(x.prompt.CreatedAt, now, s.opts.HalfLife)
+		if x.lastUsed != nil {
+			c.Recency = max(c.Recency, recency(*x.lastUsed, now, s.opts.HalfLife))
 		}
-		c.Recency = recency(last, now, s.opts.HalfLife)
 		results[i] = PromptResult{Prompt: x.prompt, Score: w.score(c), Components: c}
 		keys[i] = candidate{results[i].Score, x.prompt.Tenant, x.prompt.ID, x.prompt.Version}
 	}

@@ -81,6 +81,9 @@ func checkTenant(tenant string) error {
 }
 
 func checkQuery(q string) (string, error) {
+	if err := checkText("query", q); err != nil {
+		return "", err
+	}
 	if strings.TrimSpace(q) == "" {
 		return "", service.BadRequest("query is required: what the result should do, in plain language")
 	}
@@ -88,6 +91,29 @@ func checkQuery(q string) (string, error) {
 		return "", service.BadRequest("query has %d characters; at most %d", n, maxQuery)
 	}
 	return strings.TrimSpace(q), nil
+}
+
+// checkText refuses text Postgres cannot hold, which would otherwise fail
+// the statement as an internal error: a NUL, or bytes that are not UTF-8
+// (JSON decoding replaces those, a direct caller may not).
+func checkText(what, s string) error {
+	switch {
+	case strings.IndexByte(s, 0) >= 0:
+		return service.BadRequest("%s holds a NUL character", what)
+	case !utf8.ValidString(s):
+		return service.BadRequest("%s is not valid UTF-8", what)
+	}
+	return nil
+}
+
+// checkTexts is checkText over each of list.
+func checkTexts(what string, list []string) error {
+	for _, s := range list {
+		if err := checkText(what, s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func checkLimit(limit, def, most int) (int, error) {

@@ -19,8 +19,8 @@ type ToolsRequest struct {
 	Limit        int      `json:"limit,omitempty"`
 	ExcludeNames []string `json:"exclude_names,omitempty"`
 	// MinQuality keeps tools whose quality is at least this; a tool with
-	// no figures yet counts as NeutralQuality, so new tools are not
-	// hidden by a modest bar.
+	// no figures yet counts as NeutralQuality (by default the scorer's
+	// quality for no observations), as it ranks.
 	MinQuality float64 `json:"min_quality,omitempty"`
 }
 
@@ -38,8 +38,14 @@ type ToolResult struct {
 }
 
 // toolFilter is the arms' condition on a tool before any request
-// filter: the tenant's and _global's, not quarantined.
+// filter: the tenant's and _global's, not quarantined. A _global tool
+// whose name the tenant has registered too is left out: agents call tools
+// by name, so two results of one name would be ambiguous, and the
+// tenant's registration is its own definition of that name (as a tenant's
+// prompt shadows a _global one of the same id). The tenant's quality and
+// health rows of that name are then about its own tool alone.
 const toolFilter = `a.tenant_id IN ({tenant}, '_global')
+    AND (a.tenant_id = {tenant} OR NOT EXISTS (SELECT 1 FROM tools o WHERE o.tenant_id = {tenant} AND o.name = a.name))
     AND NOT EXISTS (SELECT 1 FROM index_tool_health h
                     WHERE h.tenant_id IN ({tenant}, a.tenant_id) AND h.tool_name = a.name
                       AND h.quarantined AND (h.expires_at IS NULL OR h.expires_at > now()))`
@@ -63,9 +69,10 @@ type Tool struct {
 	QualityScore *float64 `json:"quality_score,omitempty"`
 }
 
-// Tools searches tenant's and _global's tools; quarantined ones (a health
-// row of the caller or of the tool's tenant saying quarantined, not
-// expired) are never returned.
+// Tools searches tenant's and _global's tools, a tenant's tool shadowing
+// a _global one of the same name; quarantined ones (a health row of the
+// caller or of the tool's tenant saying quarantined, not expired) are
+// never returned.
 func (s *Searcher) Tools(ctx context.Context, tenant string, req ToolsRequest) (ToolsResponse, error) {
 	if err := checkTenant(tenant); err != nil {
 		return ToolsResponse{}, err
@@ -83,6 +90,9 @@ func (s *Searcher) Tools(ctx context.Context, tenant string, req ToolsRequest) (
 	}
 	if len(req.ExcludeNames) > 256 {
 		return ToolsResponse{}, service.BadRequest("%d exclude_names; at most 256", len(req.ExcludeNames))
+	}
+	if err := checkTexts("an exclude_names entry", req.ExcludeNames); err != nil {
+		return ToolsResponse{}, err
 	}
 	k := max(s.opts.ToolK, limit)
 	p := s.plan(ctx, s.emb.Tools, q)
@@ -132,7 +142,7 @@ LEFT JOIN LATERAL (
 		state       *string
 		quarantined *bool
 	}
-	rows, err := retrieveRows(ctx, s, p, k, toolKind, tune, filter, named, tail, func(r pgx.Rows) (row, error) {
+	rows, err := retrieveRows(ctx, s, &p, k, toolKind, tune, filter, named, tail, func(r pgx.Rows) (row, error) {
 		var x row
 		var err error
 		x.tool, err = registry.Scan(r, &x.f.rrf, &x.f.cov, &x.f.lrank, &x.cos, &x.quality, &x.calls, &x.lastSuccess, &x.state, &x.quarantined)
