@@ -250,3 +250,25 @@ func TestEveryTokenSpentIsCharged(t *testing.T) {
 	require.Equal(t, int64(2500*sumSrv.ChatRequests()+1000), spent(), "every token the servers billed is charged")
 	require.LessOrEqual(t, spent(), int64(6000+2500), "the budget stops the spending within one call")
 }
+
+// A republished copy rated before its original is filed at the original's
+// sequence once that arrives, as applying the stream in order would file
+// it: the first occurrence counts, at its place.
+func TestCopyRatedFirstIsFiledAtTheOriginal(t *testing.T) {
+	pool := testenv.Pool(t)
+	settings := testenv.Config(t, "nats://127.0.0.1:1").Rater
+	r, err := rating.New(pool, &flakySender{}, rating.Options{Consumer: "rater-copy-test", Rater: settings}, zerolog.Nop())
+	require.NoError(t, err)
+	tenant := testenv.Tenant(t)
+	ev, err := bus.NewEvent(rating.TypeToolExecuted, tenant, "test", map[string]any{"tool_name": "weather", "success": true, "output": "Paris: 21°C"})
+	require.NoError(t, err)
+	original := &bus.Delivery{Event: ev, Tenant: tenant, Subject: "tool.executed." + tenant, StreamSeq: 10, Time: time.Now()}
+	cp := &bus.Delivery{Event: ev, Tenant: tenant, Subject: "tool.executed." + tenant, StreamSeq: 40, Time: time.Now()}
+	ctx := context.Background()
+	require.Equal(t, []error{nil}, r.Handle(ctx, []*bus.Delivery{cp}))
+	require.Equal(t, []error{nil}, r.Handle(ctx, []*bus.Delivery{original}))
+	rows, err := rating.List(ctx, pool, tenant)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, rating.Compute([]*bus.Delivery{original, cp}, settings), rows)
+}

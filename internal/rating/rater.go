@@ -218,7 +218,9 @@ func (r *Rater) Handle(ctx context.Context, batch []*bus.Delivery) []error {
 			errs[i] = err
 			continue
 		}
-		it := &item{d: d, call: c, key: database.InboxKey{Tenant: d.Tenant, EventID: d.Event.ID()}}
+		// With its sequence: a republished copy rated first is filed at the
+		// original's place when that arrives (Claimed.Moved).
+		it := &item{d: d, call: c, key: database.InboxKey{Tenant: d.Tenant, EventID: d.Event.ID(), Seq: d.StreamSeq}}
 		items[i] = it
 		live = append(live, it)
 	}
@@ -325,8 +327,9 @@ func (r *Rater) decide(ctx context.Context, items []*item) error {
 }
 
 // errHandedBack is the outcome of an event whose rating did not start
-// because the batch's time was used up: not its fault, nor a failure.
-var errHandedBack = bus.Unavailable(errors.New("the batch's time was used up before this event's rating started; handed back to be rated on its next delivery"))
+// because the batch's time was used up: not its fault, nor a failure, nor
+// an outage (the others of the batch went through: fetching goes on).
+var errHandedBack = bus.Deferred(errors.New("the batch's time was used up before this event's rating started; handed back to be rated on its next delivery"))
 
 // rateLLM rates the items in stLLM concurrently.
 func (r *Rater) rateLLM(ctx context.Context, items []*item) {
@@ -425,6 +428,11 @@ func (r *Rater) commit(ctx context.Context, items []*item) error {
 	}
 	b := &pgx.Batch{}
 	queueRatings(b, rows)
+	for j, it := range todo {
+		if claimed.Moved != nil && claimed.Moved[j] != 0 {
+			b.Queue(`UPDATE ratings SET stream_seq = $3 WHERE tenant_id = $1 AND event_id = $2`, it.key.Tenant, it.key.EventID, int64(it.key.Seq))
+		}
+	}
 	queueSpend(b, spend)
 	if err := r.out.Queue(b, results...); err != nil {
 		return bus.Permanent(err)
