@@ -141,39 +141,19 @@ LEFT JOIN LATERAL (
 		return PromptsResponse{}, fmt.Errorf("search prompts: %w", err)
 	}
 
-	now := time.Now()
-	var most int64
-	var bestL float64 // the best BM25 among the candidates
-	for _, x := range rows {
-		most = max(most, x.calls)
-		if x.f.lrank != nil {
-			bestL = max(bestL, *x.f.lrank)
-		}
-	}
-	w := s.opts.PromptWeights
-	results := make([]PromptResult, len(rows))
-	keys := make([]candidate, len(rows))
+	ev := make([]evidence, len(rows))
 	for i, x := range rows {
-		c := Components{Similarity: tune.similarity(p.mode, x.cos, x.f, bestL), Quality: s.opts.NeutralQuality, Usage: usage(x.calls, most)}
-		if x.quality != nil {
-			c.Quality = clamp01(*x.quality)
-		}
-		// The nearer to now of its creation and its last use (see recency).
-		c.Recency = recency(x.prompt.CreatedAt, now, s.opts.HalfLife)
+		ev[i] = evidence{f: x.f, cos: x.cos, quality: x.quality, calls: x.calls, times: []time.Time{x.prompt.CreatedAt}}
 		if x.lastUsed != nil {
-			c.Recency = max(c.Recency, recency(*x.lastUsed, now, s.opts.HalfLife))
+			ev[i].times = append(ev[i].times, *x.lastUsed)
 		}
-		results[i] = PromptResult{Prompt: x.prompt, Score: w.score(c), Components: c}
-		keys[i] = candidate{results[i].Score, x.prompt.Tenant, x.prompt.ID, x.prompt.Version}
 	}
-	order := make([]int, len(rows))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return better(keys[a], keys[b]) })
-	resp := PromptsResponse{Results: make([]PromptResult, 0, min(limit, len(rows))), Retrieval: p.retrieval()}
-	for _, i := range order[:min(limit, len(order))] {
-		r := results[i]
+	comps, scores, order := s.rerank(p.mode, tune, s.opts.PromptWeights, ev, func(i int) candidate {
+		return candidate{tenant: rows[i].prompt.Tenant, name: rows[i].prompt.ID, version: rows[i].prompt.Version}
+	}, limit)
+	resp := PromptsResponse{Results: make([]PromptResult, 0, len(order)), Retrieval: p.retrieval()}
+	for _, i := range order {
+		r := PromptResult{Prompt: rows[i].prompt, Score: scores[i], Components: comps[i]}
 		if err := r.Prompt.DecodeParameters(rows[i].params); err != nil {
 			return PromptsResponse{}, fmt.Errorf("search prompts: %w", err)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -154,45 +153,30 @@ LEFT JOIN LATERAL (
 		return ToolsResponse{}, fmt.Errorf("search tools: %w", err)
 	}
 
-	now := time.Now()
-	var most int64
-	var bestL float64 // the best BM25 among the candidates
-	for _, x := range rows {
-		most = max(most, x.calls)
-		if x.f.lrank != nil {
-			bestL = max(bestL, *x.f.lrank)
-		}
-	}
-	w := s.opts.ToolWeights
-	results := make([]ToolResult, len(rows))
-	keys := make([]candidate, len(rows))
+	ev := make([]evidence, len(rows))
 	for i, x := range rows {
-		c := Components{Similarity: tune.similarity(p.mode, x.cos, x.f, bestL), Quality: s.opts.NeutralQuality, Usage: usage(x.calls, most)}
-		t := Tool{Tenant: x.tool.Tenant, Name: x.tool.Name, Version: x.tool.Version, Hash: x.tool.Hash,
-			Description: x.tool.Description, InputSchema: x.tool.InputSchema, Server: x.tool.Server, Tags: x.tool.Tags}
-		if x.quality != nil {
-			qv := clamp01(*x.quality)
-			c.Quality, t.QualityScore = qv, &qv
-		}
 		last := x.tool.RegisteredAt
 		if x.lastSuccess != nil {
 			last = *x.lastSuccess
 		}
-		c.Recency = recency(last, now, s.opts.HalfLife)
+		ev[i] = evidence{f: x.f, cos: x.cos, quality: x.quality, calls: x.calls, times: []time.Time{last}}
+	}
+	comps, scores, order := s.rerank(p.mode, tune, s.opts.ToolWeights, ev, func(i int) candidate {
+		return candidate{tenant: rows[i].tool.Tenant, name: rows[i].tool.Name}
+	}, limit)
+	resp := ToolsResponse{Results: make([]ToolResult, 0, len(order)), Retrieval: p.retrieval()}
+	for _, i := range order {
+		x := rows[i]
+		t := Tool{Tenant: x.tool.Tenant, Name: x.tool.Name, Version: x.tool.Version, Hash: x.tool.Hash,
+			Description: x.tool.Description, InputSchema: x.tool.InputSchema, Server: x.tool.Server, Tags: x.tool.Tags}
+		if x.quality != nil {
+			qv := comps[i].Quality
+			t.QualityScore = &qv
+		}
 		if x.state != nil {
 			t.State = publicState(*x.state)
 		}
-		results[i] = ToolResult{Tool: t, Score: w.score(c), Components: c}
-		keys[i] = candidate{results[i].Score, t.Tenant, t.Name, 0}
-	}
-	order := make([]int, len(rows))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return better(keys[a], keys[b]) })
-	resp := ToolsResponse{Results: make([]ToolResult, 0, min(limit, len(rows))), Retrieval: p.retrieval()}
-	for _, i := range order[:min(limit, len(order))] {
-		resp.Results = append(resp.Results, results[i])
+		resp.Results = append(resp.Results, ToolResult{Tool: t, Score: scores[i], Components: comps[i]})
 	}
 	return resp, nil
 }
