@@ -1,7 +1,7 @@
 // Package search answers agentq's request/reply searches over the indexer's
 // tables: search.prompts, search.tools and prompts.get (DESIGN §2.1, §4).
 //
-// A search runs seed 000/001's three stages:
+// A search runs three stages:
 //
 //  1. Retrieve K candidates by hybrid retrieval, in one SQL statement: a
 //     pgvector HNSW kNN arm (cosine, over the rows embedded with the model
@@ -12,8 +12,10 @@
 //     tool name), and by type and tags (prompts) or exclusions,
 //     quarantine and minimum quality (tools), so K candidates are K
 //     eligible ones.
-//  2. Re-rank by score = Σ weight × component over similarity (the fused
-//     reciprocal rank, normalised to 0..1), quality (the read model's
+//  2. Re-rank by score = Σ weight × component over similarity (how well
+//     the candidate matches: the cosine of its vector to the query's and
+//     its full-text coverage of the query, each arm's measure when one arm
+//     ran; the fused rank only chooses the K), quality (the read model's
 //     quality score, a neutral value when there is none: the scorer's
 //     for no observations), recency (exponential decay with a half-life,
 //     from now either way) and usage (calls, log-scaled, relative to the
