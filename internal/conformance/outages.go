@@ -1,0 +1,228 @@
+package conformance
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/replay"
+	"github.com/agentq/agentq/internal/testenv"
+)
+
+// rollingRestarts: two copies at the runner's production settings (the
+// defaults: batch 500, 1 s pulls, 30 s ack wait, 10 s grace, budget 5)
+// are stopped gracefully one at a time and replaced while events flow, as
+// a deployment rolls. Events arriving while a copy stops are handed to
+// the others: nothing is dead-lettered, lost or applied twice.
+func rollingRestarts(t *testing.T, a Adapter) {
+	e := newEnv(t, a)
+	tenant := testenv.Tenant(t)
+	evs := a.Workload(t, tenant, 1200, 9)
+	cfg := e.prodConfig(t, e.dbURL)
+	copies := []Copy{a.Start(t, cfg), a.Start(t, cfg)}
+	defer func() {
+		for _, c := range copies {
+			c.Stop()
+		}
+	}()
+	published := make(chan struct{})
+	wait := e.flow(t, evs, 10, 40*time.Millisecond)
+	go func() { wait(); close(published) }()
+	restarts := 0
+	for flowing := true; flowing || restarts < 6; restarts++ {
+		i := restarts % 2
+		copies[i].Stop() // events keep arriving while it stops
+		copies[i] = a.Start(t, cfg)
+		select {
+		case <-published:
+			flowing = false
+		case <-time.After(300 * time.Millisecond): // the new copy works a while before the next one stops
+		}
+	}
+	e.waitAll(t, tenant, len(evs), "graceful restarts")
+	e.requireConsistent(t, tenant)
+	t.Logf("%d rolling restarts", restarts)
+}
+
+// shutdownsDuringSlowWork: an event whose handling takes longer than the
+// shutdown grace (its inbox insert sleeps) is in a copy's hands each time
+// the copy is stopped, more times than its failure budget allows. A
+// shutdown is not the event's failure: once the slowness is gone it is
+// applied, and nothing is dead-lettered.
+func shutdownsDuringSlowWork(t *testing.T, a Adapter) {
+	e := newEnv(t, a)
+	tenant := testenv.Tenant(t)
+	evs := a.Workload(t, tenant, 20, 10)
+	slow := evs[0]
+	cfg := e.config(t, e.dbURL, 10)
+	cfg.ShutdownGrace = 300 * time.Millisecond
+	cfg.MaxDeliver = 2
+	e.setFaults(t, tenant, faults{slow: []string{slow.ID()}, delay: 3 * time.Second})
+	e.publish(t, evs[:1])
+	delivered := func() uint64 {
+		cons, err := e.nats.JS.Consumer(context.Background(), bus.StreamName, a.Consumer)
+		if err != nil {
+			return 0 // not created yet
+		}
+		info, err := cons.Info(context.Background())
+		if err != nil {
+			return 0
+		}
+		return info.Delivered.Consumer
+	}
+	rounds := 0
+	for ; rounds < 2*cfg.MaxDeliver; rounds++ {
+		last := delivered()
+		c := a.Start(t, cfg)
+		testenv.Eventually(t, time.Minute, func() bool { return delivered() > last || len(e.deadLetters(t, tenant)) > 0 },
+			"the slow event delivered again")
+		// It is in the copy's hands, its insert sleeping: the grace ends
+		// before the handler does.
+		c.Stop()
+		if len(e.deadLetters(t, tenant)) > 0 {
+			break
+		}
+	}
+	e.requireNoDeadLetters(t, tenant, "shutdowns while an event was in hand")
+	e.setFaults(t, tenant, faults{})
+	c := a.Start(t, cfg)
+	defer c.Stop()
+	e.publish(t, evs[1:])
+	e.waitAll(t, tenant, len(evs), "shutdowns")
+	e.requireConsistent(t, tenant)
+	t.Logf("%d shutdowns with the slow event in hand", rounds)
+}
+
+// longOutage: the database goes away under every copy for longer than
+// the whole retry budget many times over (budget one failure: the
+// smallest), and the delivery ledger stops answering reads for most of
+// it, while the outage's deliveries pile up. An outage of any length
+// dead-letters nothing; the ledger being unavailable is an outage too,
+// not evidence that a copy died holding the events.
+func longOutage(t *testing.T, a Adapter) {
+	e := newEnv(t, a)
+	tenant := testenv.Tenant(t)
+	evs := a.Workload(t, tenant, 300, 12)
+	proxy := testenv.StartProxy(t, hostPort(t, e.dbURL))
+	cfg := e.prodConfig(t, proxy.RewriteURL(t, e.dbURL))
+	cfg.MaxDeliver = 1 // one failure dead-letters; so do 4 deliveries that end with no decision
+	c1, c2 := a.Start(t, cfg), a.Start(t, cfg)
+	defer c1.Stop()
+	defer c2.Stop()
+	e.publish(t, evs[:200])
+	e.waitApplied(t, tenant, 200)
+	proxy.Down()
+	start := time.Now()
+	e.publish(t, evs[200:])
+	// The outage's deliveries come 1, 2, 5 and 10 s apart (the runner's
+	// backoff): by 5 s the ledger has recorded the first ones as excused;
+	// then it stops answering reads until just before the database
+	// returns, through the fifth delivery. These are the lengths of the
+	// phases, not waits for conditions.
+	time.Sleep(time.Until(start.Add(5 * time.Second)))
+	e.ledgerReads(t, false)
+	defer e.ledgerReads(t, true)
+	time.Sleep(time.Until(start.Add(24 * time.Second)))
+	e.ledgerReads(t, true)
+	proxy.Up(t)
+	e.waitAll(t, tenant, len(evs), "an outage of every copy with the ledger unreadable")
+	e.requireConsistent(t, tenant)
+}
+
+// rebuildDuringOutage: the database goes away under a rebuild right after
+// its reset, for longer than the rebuild retries a batch. The rebuild
+// waits it out, or fails saying so and a re-run after the outage
+// repairs; it never reports success with events missing, and publishes
+// nothing.
+func rebuildDuringOutage(t *testing.T, a Adapter) {
+	e := newEnv(t, a)
+	tenant := testenv.Tenant(t)
+	evs := a.Workload(t, tenant, 600, 13)
+	c := a.Start(t, e.config(t, e.dbURL, 50))
+	defer c.Stop()
+	e.publish(t, evs)
+	e.waitAll(t, tenant, len(evs), "live processing")
+	e.requireResults(t, tenant)
+	e.waitOutboxEmpty(t, tenant)
+	proxy := testenv.StartProxy(t, hostPort(t, e.dbURL))
+	pool := openPool(t, proxy.RewriteURL(t, e.dbURL))
+	res := e.subscribeResults(t, tenant)
+
+	const outage = 26 * time.Second // longer than the rebuild's retries of a batch (22.5 s today)
+	var once sync.Once
+	restored := make(chan error, 1)
+	opts := replay.Options{Tenant: tenant, BatchSize: 50, Log: testenv.Logger(t), Progress: func(done, total uint64) {
+		once.Do(func() { // after the reset and the first batch
+			proxy.Down()
+			time.AfterFunc(outage, func() { restored <- proxy.Restore() })
+		})
+	}}
+	ctx, cancel := background()
+	defer cancel()
+	start := time.Now()
+	rep, err := replay.Rebuild(ctx, e.nats.JS, pool, e.schema, a.Rebuild(pool), opts)
+	took := time.Since(start)
+	if err != nil {
+		t.Logf("the rebuild failed during the outage after %s (allowed: it says so, and a re-run repairs): %v", took, err)
+		require.NoError(t, <-restored)
+		opts.Progress = nil
+		rep, err = replay.Rebuild(ctx, e.nats.JS, pool, e.schema, a.Rebuild(pool), opts)
+		require.NoError(t, err, "a rebuild after the outage")
+	} else {
+		require.NoError(t, <-restored)
+	}
+	require.Empty(t, rep.Skipped, "a rebuild that reports success applied every event (took %s, the outage %s)", took, outage)
+	e.requireConsistent(t, tenant)
+	require.Empty(t, ids(res.all()), "the rebuild published nothing")
+	e.requireNoDeadLetters(t, tenant, "a rebuild during an outage")
+	t.Logf("rebuild during a %s outage returned after %s", outage, took)
+}
+
+// timers: a consumer whose state changes as time passes gets a timed
+// workload; the first half is processed as it arrives, the second half
+// late (the copy is down while it is published, over several of its
+// timers' periods). Stream time, not the clock, decides the transitions:
+// the state and results equal the reference computed from the events'
+// stream times, and a rebuild afterwards reaches the same state and
+// publishes nothing.
+func timers(t *testing.T, a Adapter) {
+	if a.Timed == nil {
+		t.Skip("the consumer has no timers (Adapter.Timed)")
+	}
+	e := newEnv(t, a)
+	tenant := testenv.Tenant(t)
+	steps := a.Timed(t, tenant, 14)
+	cfg := e.config(t, e.dbURL, 20)
+	c := a.Start(t, cfg)
+	n, half := 0, len(steps)/2
+	for i, s := range steps {
+		if i == half {
+			c.Stop()
+		}
+		time.Sleep(s.After) // the workload's own pacing: stream time advances
+		e.publish(t, s.Events)
+		n += len(s.Events)
+		if i < half {
+			e.waitApplied(t, tenant, n) // promptly, as it arrives
+		}
+	}
+	c = a.Start(t, cfg)
+	defer c.Stop()
+	e.waitAll(t, tenant, n, "a timed workload")
+	e.requireConsistent(t, tenant)
+	e.requireResults(t, tenant)
+	e.waitOutboxEmpty(t, tenant)
+	live := a.State(t, e.pool, tenant)
+	res := e.subscribeResults(t, tenant)
+	ctx, cancel := background()
+	defer cancel()
+	rep, err := replay.Rebuild(ctx, e.nats.JS, e.pool, e.schema, a.Rebuild(e.pool), replay.Options{Tenant: tenant, Log: testenv.Logger(t)})
+	require.NoError(t, err)
+	require.Empty(t, rep.Skipped)
+	require.Equal(t, live, a.State(t, e.pool, tenant), "a rebuild reaches the transitions live processing reached")
+	require.Empty(t, ids(res.all()), "the rebuild published nothing")
+}
