@@ -184,6 +184,7 @@ func Run(t *testing.T, a Adapter) {
 	t.Run("ShutdownsDuringSlowWorkSpendNoBudget", func(t *testing.T) { shutdownsDuringSlowWork(t, a) })
 	t.Run("RebuildDuringLiveTrafficPublishesNothing", func(t *testing.T) { rebuildDuringTraffic(t, a) })
 	t.Run("OutageOfEveryCopyAndARebuildLosesNothing", func(t *testing.T) { outageDuringRebuild(t, a) })
+	t.Run("LedgerUnreadableIsAnOutage", func(t *testing.T) { ledgerUnreadable(t, a) })
 	t.Run("TwoTenantsWithIdenticalEventIDs", func(t *testing.T) { twoTenants(t, a) })
 	t.Run("BadInputsAreDeadLetteredWithTheirReason", func(t *testing.T) { badInputs(t, a) })
 	t.Run("TimersFollowStreamTime", func(t *testing.T) { timers(t, a) })

@@ -481,6 +481,7 @@ func installFaults(t *testing.T, pool *pgxpool.Pool) {
 		ALTER TABLE conformance_faults ADD COLUMN IF NOT EXISTS hold text[] NOT NULL DEFAULT '{}';
 		ALTER TABLE conformance_faults ADD COLUMN IF NOT EXISTS slow text[] NOT NULL DEFAULT '{}';
 		ALTER TABLE conformance_faults ADD COLUMN IF NOT EXISTS slow_ms integer NOT NULL DEFAULT 0;
+		ALTER TABLE conformance_faults ADD COLUMN IF NOT EXISTS refuse text[] NOT NULL DEFAULT '{}';
 		CREATE OR REPLACE FUNCTION conformance_fault() RETURNS trigger LANGUAGE plpgsql AS $$
 		DECLARE f conformance_faults%ROWTYPE;
 		BEGIN
@@ -491,6 +492,11 @@ func installFaults(t *testing.T, pool *pgxpool.Pool) {
 				END IF;
 				IF NEW.event_id = ANY (f.hold) THEN
 					RAISE EXCEPTION 'conformance: held event %', NEW.event_id USING ERRCODE = '40P01';
+				END IF;
+				IF NEW.event_id = ANY (f.refuse) THEN
+					-- Counted outside the transaction, which fails.
+					PERFORM nextval('conformance_refused_' || NEW.tenant_id);
+					RAISE EXCEPTION 'conformance: refused event %', NEW.event_id USING ERRCODE = '57P03';
 				END IF;
 				IF NEW.event_id = ANY (f.slow) THEN
 					PERFORM pg_sleep(f.slow_ms / 1000.0);
@@ -512,6 +518,7 @@ type faults struct {
 	rate   float64       // share failing with a deadlock
 	poison []string      // ids failing with a data error (permanent)
 	hold   []string      // ids failing with a deadlock (transient) while held
+	refuse []string      // ids failing as "cannot connect now": an outage for them alone
 	slow   []string      // ids whose insert sleeps for delay
 	delay  time.Duration // of the slow ones
 }
@@ -525,12 +532,27 @@ func (e *env) setFaults(t *testing.T, tenant string, f faults) {
 		}
 		return ids
 	}
-	_, err := e.pool.Exec(context.Background(), `
-		INSERT INTO conformance_faults (tenant_id, rate, poison, hold, slow, slow_ms) VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (tenant_id) DO UPDATE SET rate = excluded.rate, poison = excluded.poison, hold = excluded.hold,
-			slow = excluded.slow, slow_ms = excluded.slow_ms`,
-		tenant, f.rate, list(f.poison), list(f.hold), list(f.slow), f.delay.Milliseconds())
+	_, err := e.pool.Exec(context.Background(), `CREATE SEQUENCE IF NOT EXISTS conformance_refused_`+tenant)
 	require.NoError(t, err)
+	_, err = e.pool.Exec(context.Background(), `
+		INSERT INTO conformance_faults (tenant_id, rate, poison, hold, slow, slow_ms, refuse) VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (tenant_id) DO UPDATE SET rate = excluded.rate, poison = excluded.poison, hold = excluded.hold,
+			slow = excluded.slow, slow_ms = excluded.slow_ms, refuse = excluded.refuse`,
+		tenant, f.rate, list(f.poison), list(f.hold), list(f.slow), f.delay.Milliseconds(), list(f.refuse))
+	require.NoError(t, err)
+}
+
+// refused counts the inbox inserts of tenant refused so far: with batches
+// of one, the deliveries of the refused events.
+func (e *env) refused(t *testing.T, tenant string) int64 {
+	t.Helper()
+	var n int64
+	var called bool
+	require.NoError(t, e.pool.QueryRow(context.Background(), `SELECT last_value, is_called FROM conformance_refused_`+tenant).Scan(&n, &called))
+	if !called {
+		return 0
+	}
+	return n
 }
 
 // ledgerReads makes reads of the delivery ledger fail (on false) or work

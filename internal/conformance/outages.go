@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/bus"
@@ -106,19 +107,17 @@ func shutdownsDuringSlowWork(t *testing.T, a Adapter) {
 // outageDuringRebuild: the database goes away under every copy and under
 // a rebuild of one tenant (right after its reset) while another tenant's
 // events arrive, for longer than every retry budget: longer than the
-// rebuild retries a batch, and long enough for the new events to be
-// delivered five times with a budget of one failure (the smallest: one
-// failure dead-letters, so do four deliveries that ended with no
-// decision). Meanwhile the delivery ledger stops answering reads, its
-// records intact. An outage of any length dead-letters nothing — the
-// ledger being unavailable is an outage too, not evidence that a copy
-// died holding the events — and the rebuild waits it out, or fails saying
-// so and a re-run afterwards repairs; it never reports success with events
+// rebuild retries a batch, and many times the new events' budget of one
+// failure (the smallest: one failure dead-letters, so do four deliveries
+// that ended with no decision). Meanwhile the delivery ledger stops
+// answering reads, its records intact. An outage of any length
+// dead-letters nothing, and the rebuild waits it out, or fails saying so
+// and a re-run afterwards repairs; it never reports success with events
 // missing, and publishes nothing.
 func outageDuringRebuild(t *testing.T, a Adapter) {
 	e := newEnv(t, a)
 	rebuilt, live := testenv.Tenant(t), testenv.Tenant(t)
-	history := a.Workload(t, rebuilt, 600, 12)
+	history := a.Workload(t, rebuilt, 400, 12)
 	evs := a.Workload(t, live, 300, 13)
 	proxy := testenv.StartProxy(t, hostPort(t, e.dbURL))
 	cfg := e.prodConfig(t, proxy.RewriteURL(t, e.dbURL))
@@ -135,13 +134,13 @@ func outageDuringRebuild(t *testing.T, a Adapter) {
 	res := e.subscribeResults(t, rebuilt)
 	pool := openPool(t, proxy.RewriteURL(t, e.dbURL))
 
-	// The outage's deliveries come back 1, 2, 5, 10 and 30 s apart (the
-	// runner's backoff), the fifth 18 to 48 s in; the rebuild gives a
-	// batch 22.5 s today. By 5 s in, the ledger has recorded the first
-	// deliveries as excused; then it stops answering reads until just
-	// before the database returns. These are the lengths of the phases,
-	// not waits for conditions.
-	const outage = 50 * time.Second
+	// The outage outlasts the rebuild's retries of a batch (22.5 s today)
+	// and the new events' budget many times over; their deliveries come
+	// back 1, 2, 5, 10 and 30 s apart (the runner's backoff). By 5 s in,
+	// the ledger has recorded the first ones as excused; then it stops
+	// answering reads until just before the database returns. These are
+	// the lengths of the phases, not waits for conditions.
+	const outage = 30 * time.Second
 	down := make(chan time.Time, 1)
 	restored := make(chan error, 1)
 	var once sync.Once
@@ -196,6 +195,42 @@ func outageDuringRebuild(t *testing.T, a Adapter) {
 		require.Empty(t, ids(res.all()), "the rebuild published nothing")
 		e.requireNoDeadLetters(t, rebuilt, "a rebuild during an outage")
 	})
+}
+
+// ledgerUnreadable: some events are refused by the database as an outage
+// of their own ("cannot connect now") and handed back every second or two
+// while other traffic flows, each delivery recorded in the ledger as
+// excused; then the ledger stops answering reads, its records intact,
+// while they keep coming back. The ledger being unavailable is itself an
+// outage, not evidence that a copy died holding them: with a budget of
+// one failure (four deliveries that ended with no decision), nothing is
+// dead-lettered.
+func ledgerUnreadable(t *testing.T, a Adapter) {
+	e := newEnv(t, a)
+	tenant := testenv.Tenant(t)
+	evs := a.Workload(t, tenant, 200, 15)
+	cfg := e.config(t, e.dbURL, 1) // one event a batch: the others' batches succeed, so the runner never backs off long
+	cfg.MaxDeliver = 1
+	c := a.Start(t, cfg)
+	defer c.Stop()
+	e.publish(t, evs[:20])
+	e.waitApplied(t, tenant, 20)
+	refused := ids([]event.Event{evs[20], evs[21]})
+	e.setFaults(t, tenant, faults{refuse: refused})
+	wait := e.flow(t, evs[20:], 5, 100*time.Millisecond)
+	testenv.Eventually(t, time.Minute, func() bool { return e.refused(t, tenant) >= int64(4*len(refused)) },
+		"the refused events handed back four times each")
+	e.ledgerReads(t, false)
+	defer e.ledgerReads(t, true)
+	before := e.refused(t, tenant)
+	testenv.Eventually(t, time.Minute, func() bool {
+		return e.refused(t, tenant) >= before+int64(2*len(refused)) || len(e.deadLetters(t, tenant)) > 0
+	}, "the refused events handed back while the ledger is unreadable")
+	e.ledgerReads(t, true)
+	e.setFaults(t, tenant, faults{})
+	wait()
+	e.waitAll(t, tenant, len(evs), "deliveries while the ledger is unreadable")
+	e.requireConsistent(t, tenant)
 }
 
 // timers: a consumer whose state changes as time passes gets a timed

@@ -53,7 +53,7 @@ func copyBeforeOriginal(t *testing.T, a Adapter) {
 	e.publish(t, evs[:100])
 	e.waitApplied(t, tenant, 100)
 	var held []event.Event
-	for i := 100; i < 140; i += 8 {
+	for i := 100; i < 140; i += 4 {
 		held = append(held, evs[i])
 	}
 	e.setFaults(t, tenant, faults{hold: ids(held)})
