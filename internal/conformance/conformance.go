@@ -15,25 +15,27 @@
 //   - two copies with small batches, injected transient database failures
 //     and an outage under one copy reach the reference state;
 //   - a poison event that fails its batch's transaction is the only one
-//     dead-lettered, and redriven from the DLQ with `agentq dlq --redrive`
-//     it counts at its original place;
+//     dead-lettered, and redriven with `agentq dlq --redrive` it counts at
+//     its original place;
 //   - copies killed for real (separate processes, SIGKILL: their database
 //     transactions and NATS connections cut mid-flight) while events flow
 //     lose nothing and apply nothing twice;
-//   - rolling restarts (graceful stops, one copy at a time, new copies
+//   - rolling restarts (graceful stops one copy at a time, new copies
 //     started) while events flow, at the runner's production settings,
 //     dead-letter nothing;
-//   - shutdowns while an event's handling outlasts the grace period spend
-//     none of its failure budget;
-//   - a database outage of every copy, longer than the whole retry budget,
-//     with the delivery ledger unreadable for most of it, dead-letters
-//     nothing;
+//   - shutdowns while an event's handling outlasts the grace period, more
+//     of them than its failure budget, spend none of it;
 //   - a rebuild during live traffic with two copies publishes nothing over
-//     its whole duration, and the results of events applied live meanwhile
-//     still reach the stream;
-//   - a rebuild during a database outage longer than its retries never
-//     reports success with events missing: it waits, or fails and a re-run
-//     repairs;
+//     its whole duration, and the results of events applied live
+//     meanwhile still reach the stream;
+//   - a 30 s database outage of every copy and of a rebuild of another
+//     tenant, with a budget of one failure and the delivery ledger
+//     unreadable for most of it, dead-letters nothing, and the rebuild
+//     never reports success with events missing (it waits, or fails and a
+//     re-run repairs);
+//   - events handed back as outages of their own, again and again, while
+//     the delivery ledger cannot be read, are not taken for events whose
+//     copies died: nothing is dead-lettered;
 //   - two tenants with identical event ids are both applied;
 //   - bad inputs (undecodable, schema, oversized, wrong tenant, bad id, huge
 //     headers) are dead-lettered with their reason without harming valid
@@ -45,9 +47,10 @@
 // Faults are real: a TCP proxy cuts the database away; a trigger on the
 // inbox table (installed in the test database only) raises deadlocks at a
 // chosen rate, a data error for chosen event ids, a deadlock for held ids,
-// or sleeps for slow ones; the ledger's bucket stops answering reads; and
-// copies run as child processes (the test binary again, see Run) that are
-// SIGKILLed.
+// "cannot connect now" for refused ones, or sleeps for slow ones; the
+// ledger's stream stops serving direct gets, so reads fail while its
+// records stay; and copies run as child processes (the test binary again,
+// see Run) that are SIGKILLed.
 //
 // The scorer's reference is written in its test from the README's
 // formulas, independently of its fold code; the rater's and the indexer's

@@ -532,9 +532,14 @@ func (e *env) setFaults(t *testing.T, tenant string, f faults) {
 		}
 		return ids
 	}
-	_, err := e.pool.Exec(context.Background(), `CREATE SEQUENCE IF NOT EXISTS conformance_refused_`+tenant)
-	require.NoError(t, err)
-	_, err = e.pool.Exec(context.Background(), `
+	if len(f.refuse) > 0 {
+		// The trigger counts refused inserts here (tenant ids are
+		// [a-z0-9_-], testenv's [a-z0-9]).
+		_, err := e.pool.Exec(context.Background(), `CREATE SEQUENCE IF NOT EXISTS conformance_refused_`+tenant)
+		require.NoError(t, err)
+		t.Cleanup(func() { _, _ = e.pool.Exec(context.Background(), `DROP SEQUENCE IF EXISTS conformance_refused_`+tenant) })
+	}
+	_, err := e.pool.Exec(context.Background(), `
 		INSERT INTO conformance_faults (tenant_id, rate, poison, hold, slow, slow_ms, refuse) VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (tenant_id) DO UPDATE SET rate = excluded.rate, poison = excluded.poison, hold = excluded.hold,
 			slow = excluded.slow, slow_ms = excluded.slow_ms, refuse = excluded.refuse`,
@@ -566,10 +571,20 @@ func (e *env) ledgerReads(t *testing.T, on bool) {
 	require.NoError(t, err)
 	info, err := s.Info(ctx)
 	require.NoError(t, err)
+	// A handle opened before, as a running copy's is.
+	probe, err := e.nats.JS.KeyValue(ctx, bus.LedgerBucket)
+	require.NoError(t, err)
 	cfg := info.Config
 	cfg.AllowDirect = on
 	_, err = e.nats.JS.UpdateStream(ctx, cfg)
 	require.NoError(t, err)
+	_, err = probe.Get(ctx, "conformance-probe")
+	if on {
+		require.ErrorIs(t, err, jetstream.ErrKeyNotFound, "ledger reads work again")
+	} else {
+		require.Error(t, err)
+		require.NotErrorIs(t, err, jetstream.ErrKeyNotFound, "ledger reads fail")
+	}
 }
 
 // failures sums the failures (deliveries that failed for the event's own

@@ -151,13 +151,15 @@ func kills(t *testing.T, a Adapter) {
 	// new one takes its place.
 	running := e.startChild(t, e.config(t, e.dbURL, 1+rng.IntN(60)))
 	killed := 0
+	var at []int // events applied when each copy was killed: work was under way
 	for done := false; !done; {
 		next := e.startChild(t, e.config(t, e.dbURL, 1+rng.IntN(60)))
 		time.Sleep(time.Duration(100+rng.IntN(500)) * time.Millisecond) // a random point to die at
 		running.Kill()
 		running = next
 		killed++
-		done = killed >= 12 && e.applied(t, tenant) >= len(evs)/2
+		at = append(at, e.applied(t, tenant))
+		done = killed >= 12 && at[len(at)-1] >= len(evs)/2
 	}
 	wait()
 	running.Kill()
@@ -166,7 +168,7 @@ func kills(t *testing.T, a Adapter) {
 	defer c.Stop()
 	e.waitAll(t, tenant, len(evs), "kills")
 	e.requireConsistent(t, tenant)
-	t.Logf("%d copies killed with SIGKILL", killed)
+	t.Logf("%d copies killed with SIGKILL; events applied at each kill: %v", killed, at)
 }
 
 // flow publishes evs in chunks of size, pause apart, in the background;
