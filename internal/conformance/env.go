@@ -537,7 +537,9 @@ func (e *env) setFaults(t *testing.T, tenant string, f faults) {
 		// [a-z0-9_-], testenv's [a-z0-9]).
 		_, err := e.pool.Exec(context.Background(), `CREATE SEQUENCE IF NOT EXISTS conformance_refused_`+tenant)
 		require.NoError(t, err)
-		t.Cleanup(func() { _, _ = e.pool.Exec(context.Background(), `DROP SEQUENCE IF EXISTS conformance_refused_`+tenant) })
+		t.Cleanup(func() {
+			_, _ = e.pool.Exec(context.Background(), `DROP SEQUENCE IF EXISTS conformance_refused_`+tenant)
+		})
 	}
 	_, err := e.pool.Exec(context.Background(), `
 		INSERT INTO conformance_faults (tenant_id, rate, poison, hold, slow, slow_ms, refuse) VALUES ($1, $2, $3, $4, $5, $6, $7)
