@@ -21,13 +21,44 @@ import (
 	"github.com/agentq/agentq/internal/testenv"
 )
 
-// conformanceParams: quarantines long enough that no deadline falls due
-// during a scenario, so the state converges; timers are exercised by the
-// scenario tests.
+// conformanceParams: short quarantines and probations, so deadlines fall
+// due during the scenarios (every copy publishes timers, killed or not)
+// and the state still settles seconds after the traffic stops.
 func conformanceParams() health.Params {
 	p := health.DefaultParams()
-	p.QuarantineBase, p.QuarantineMax = time.Hour, 2*time.Hour
+	p.QuarantineBase, p.QuarantineMax, p.Probation = 2*time.Second, 8*time.Second, 2*time.Second
 	return p
+}
+
+// timed: a tool quarantined, its quarantine and probation falling due
+// with no traffic, then a relapse, in steps apart in time.
+func timed(t *testing.T, tenant string, seed uint64) []conformance.Step {
+	calls := func(tool string, ok bool, n int) []event.Event {
+		var evs []event.Event
+		for range n {
+			ev, err := bus.NewEvent(health.TypeToolExecuted, tenant, "conformance", map[string]any{"tool_name": tool, "success": ok})
+			require.NoError(t, err)
+			evs = append(evs, ev)
+		}
+		return evs
+	}
+	reg := func(names ...string) []event.Event {
+		var evs []event.Event
+		for _, n := range names {
+			ev, err := bus.NewEvent(health.TypeToolRegistered, tenant, "conformance", map[string]any{"name": n, "description": "a tool"})
+			require.NoError(t, err)
+			evs = append(evs, ev)
+		}
+		return evs
+	}
+	return []conformance.Step{
+		{Events: append(reg("a", "b", "c"), calls("flaky", true, 30)...)},
+		{After: 200 * time.Millisecond, Events: calls("flaky", false, 12)},
+		{After: 5 * time.Second, Events: calls("a", true, 3)}, // quarantine and probation fell due meanwhile
+		{After: time.Second, Events: calls("flaky", false, 12)},
+		{After: 3 * time.Second, Events: calls("b", true, 3)},
+		{After: 12 * time.Second, Events: calls("flaky", true, 5)},
+	}
 }
 
 // workload: calls and ratings of a few tools, some of which break for a
@@ -111,7 +142,11 @@ func TestDegraderConformance(t *testing.T) {
 			return testenv.StartProcess(t, cfg, "degrader", health.Consumer)
 		},
 		Workload: workload,
-		State:    state,
+		Timed:    timed,
+		// Timers are facts the degrader adds to the stream as deadlines
+		// fall due: the reference re-reads the history until it settles.
+		ReferenceReadsResults: true,
+		State:                 state,
 		Reference: func(ds []*bus.Delivery) any {
 			byTenant, _ := health.Fold(ds, p)
 			out := map[string]health.Tool{}
@@ -126,6 +161,22 @@ func TestDegraderConformance(t *testing.T) {
 				}
 			}
 			return out
+		},
+		ExpectedResults: func(ds []*bus.Delivery) []conformance.Result {
+			var out []conformance.Result
+			for _, r := range health.Expected(ds, p, "degrader") {
+				out = append(out, conformance.Result{Key: r.Key, ID: r.ID, Type: r.Type, Data: r.Data})
+			}
+			return out
+		},
+		ReadResult: func(ev event.Event) conformance.Result {
+			var d map[string]any
+			_ = json.Unmarshal(ev.Data(), &d)
+			key := fmt.Sprintf("%v@%v", d["tool_name"], d["version"])
+			if ev.Type() == health.TypeRejected {
+				key = "rejected:" + bus.Causation(ev)
+			}
+			return conformance.Result{Key: key, ID: ev.ID(), Type: ev.Type(), Data: d}
 		},
 		Rebuild: func(pool *pgxpool.Pool) replay.Target {
 			return health.RebuildTarget(pool, outbox.New(pool, nil, testenv.Logger(t)), health.Options{Params: p}, testenv.Logger(t))

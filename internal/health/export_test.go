@@ -1,6 +1,10 @@
 package health
 
-import "github.com/agentq/agentq/internal/bus"
+import (
+	"encoding/json"
+
+	"github.com/agentq/agentq/internal/bus"
+)
 
 // Fold is the reference: deliveries applied one by one in the order given
 // (stream order) to empty state, with no database, runner or ack floor.
@@ -64,4 +68,61 @@ func ResultKey(typ, tool string, version int64, state, causeID string) string {
 		return TypeRejected + " " + tool + " " + causeID
 	}
 	return resultKey(typ, tool, version, state)
+}
+
+// Expected is the results a history calls for, as the conformance suite
+// compares them: one per announced transition (key tool@version) and one
+// per refused release (key rejected:<event id>), with the ids the
+// degrader derives and the data it publishes.
+func Expected(ds []*bus.Delivery, p Params, consumer string) []ExpectedResult {
+	tenants := map[string]*Tenant{}
+	var out []ExpectedResult
+	for _, d := range ds {
+		fs, err := facts(d)
+		if err != nil {
+			continue
+		}
+		tn := tenants[d.Tenant]
+		if tn == nil {
+			tn = NewTenant()
+			tenants[d.Tenant] = tn
+		}
+		for _, f := range fs {
+			trs, rejected := apply(tn, f, p)
+			if rejected != nil {
+				out = append(out, ExpectedResult{Key: "rejected:" + f.EventID, Type: TypeRejected,
+					ID:   bus.DeriveID(consumer, d.Tenant, TypeRejected, "event:"+f.EventID),
+					Data: asMap(map[string]any{"reason_code": "not_quarantined", "reason": rejected.Error(), "event_type": f.Type, "event_id": f.EventID})})
+			}
+			for _, tr := range trs {
+				typ := resultType(tr)
+				if typ == "" {
+					continue
+				}
+				out = append(out, ExpectedResult{Key: tr.Tool + "@" + itoa(tr.Version), Type: typ,
+					ID:   bus.DeriveID(consumer, d.Tenant, typ, "state:"+tr.Tool+"@"+itoa(tr.Version)),
+					Data: asMap(dataOf(tr))})
+			}
+		}
+	}
+	return out
+}
+
+// ExpectedResult is one result Expected calls for.
+type ExpectedResult struct {
+	Key, ID, Type string
+	Data          map[string]any
+}
+
+// asMap renders v as a result's data reads back: through JSON.
+func asMap(v any) map[string]any {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		panic(err)
+	}
+	return m
 }
