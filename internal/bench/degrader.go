@@ -48,7 +48,7 @@ type DegraderResult struct {
 	// database, timed between the samples: the path's two commits (store
 	// the call, then the decision) with nothing of agentq around them.
 	CommitsP50, CommitsP99 time.Duration
-	Database             string
+	Database               string
 }
 
 // Print writes r as the lines `agentq bench degrader` prints.

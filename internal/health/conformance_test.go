@@ -137,7 +137,8 @@ func TestDegraderConformance(t *testing.T) {
 		Subjects:       health.Subjects,
 		ResultSubjects: health.ResultSubjects,
 		Start: func(t *testing.T, cfg config.Config) conformance.Copy {
-			cfg.Degrade.QuarantineBase, cfg.Degrade.QuarantineMax = p.QuarantineBase, p.QuarantineMax
+			cfg.Degrade.QuarantineBase, cfg.Degrade.QuarantineMax, cfg.Degrade.Probation = p.QuarantineBase, p.QuarantineMax, p.Probation
+			cfg.Degrade.TimerEvery = 200 * time.Millisecond
 			cfg.Degrade.Poll = 50 * time.Millisecond
 			return testenv.StartProcess(t, cfg, "degrader", health.Consumer)
 		},

@@ -119,7 +119,12 @@ func (g *Degrader) store(ctx context.Context, batch []*bus.Delivery) ([]error, u
 			continue
 		}
 		valid = append(valid, i)
-		keys = append(keys, database.InboxKey{Tenant: d.Tenant, EventID: d.Event.ID()})
+		if d.Event.Type() != TypeTimer {
+			// A timer is the degrader's own clock, kept once by its id in
+			// health_facts like every fact; the inbox records what agents
+			// and operators sent.
+			keys = append(keys, database.InboxKey{Tenant: d.Tenant, EventID: d.Event.ID()})
+		}
 		if _, ok := byTenant[d.Tenant]; !ok {
 			tenants = append(tenants, d.Tenant)
 		}
@@ -158,7 +163,7 @@ func (g *Degrader) loop(ctx context.Context, js jetstream.JetStream) {
 	var cons jetstream.Consumer
 	tick := time.NewTicker(g.opts.Poll)
 	defer tick.Stop()
-	var folded uint64 // the floor this copy last folded through
+	var folded uint64      // the floor this copy last folded through
 	pause := func() bool { // after an error: never spin
 		select {
 		case <-ctx.Done():
