@@ -100,11 +100,16 @@ type labCopy struct {
 
 func (w *world) start(cfg config.Config) *labCopy {
 	w.t.Helper()
+	return w.startWith(cfg, copyOpts())
+}
+
+func (w *world) startWith(cfg config.Config, opts lab.Options) *labCopy {
+	w.t.Helper()
 	pcfg, err := pgx.ParseConfig(w.dbURL)
 	require.NoError(w.t, err)
 	proxy := testenv.StartProxy(w.t, net.JoinHostPort(pcfg.Host, strconv.Itoa(int(pcfg.Port))))
 	cfg.DatabaseURL = proxy.RewriteURL(w.t, w.dbURL)
-	return &labCopy{p: testenv.StartProcess(w.t, cfg, "lab", lab.NewConsumer(copyOpts())), proxy: proxy}
+	return &labCopy{p: testenv.StartProcess(w.t, cfg, "lab", lab.NewConsumer(opts)), proxy: proxy}
 }
 
 // kill stops a copy abruptly: its database connections cut first, so it
@@ -169,7 +174,7 @@ func queries(n int, intent string) []map[string]any {
 func (w *world) result(typ string, cause event.Event, timeout time.Duration) event.Event {
 	w.t.Helper()
 	var got event.Event
-	testenv.Eventually(w.t, timeout, func() bool {
+	w.eventually(timeout, func() bool {
 		for _, ev := range w.published() {
 			if ev.Type() == typ && bus.Causation(ev) == cause.ID() {
 				got = ev
@@ -177,7 +182,7 @@ func (w *world) result(typ string, cause event.Event, timeout time.Duration) eve
 			}
 		}
 		return false
-	}, "no %s for %s; the lab published %s", typ, cause.ID(), w.describe())
+	}, func() string { return fmt.Sprintf("no %s for %s; the lab published %s", typ, cause.ID(), w.describe()) })
 	return got
 }
 
@@ -186,7 +191,7 @@ func (w *world) result(typ string, cause event.Event, timeout time.Duration) eve
 func (w *world) ending(cause event.Event, timeout time.Duration) event.Event {
 	w.t.Helper()
 	var got event.Event
-	testenv.Eventually(w.t, timeout, func() bool {
+	w.eventually(timeout, func() bool {
 		for _, ev := range w.published() {
 			if (ev.Type() == lab.TypeCompleted || ev.Type() == lab.TypeFailed) && bus.Causation(ev) == cause.ID() {
 				got = ev
@@ -194,8 +199,23 @@ func (w *world) ending(cause event.Event, timeout time.Duration) event.Event {
 			}
 		}
 		return false
-	}, "the experiment of %s never ended; the lab published %s", cause.ID(), w.describe())
+	}, func() string {
+		return fmt.Sprintf("the experiment of %s never ended; the lab published %s", cause.ID(), w.describe())
+	})
 	return got
+}
+
+// eventually polls cond every 50 ms until it holds, or fails with msg()
+// evaluated then.
+func (w *world) eventually(timeout time.Duration, cond func() bool, msg func() string) {
+	w.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			w.t.Fatalf("after %s: %s", timeout, msg())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func (w *world) published() []event.Event {

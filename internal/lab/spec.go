@@ -314,14 +314,24 @@ func (l *Lab) resolve(ctx context.Context, q querier, tenant, eventID string, r 
 		return nil, reject(ReasonUnknownPrompt, map[string]any{"prompt_id": r.PromptID},
 			"prompt %s has no versions in tenant %s that the lab has seen indexed", r.PromptID, tenant), nil
 	}
+	// The default baseline is never one of the candidates: the version
+	// labelled production, else the latest, among the others.
 	baseline := 0
 	switch {
 	case r.BaselineVersion != nil:
 		baseline = *r.BaselineVersion
-	case production > 0:
+	case production > 0 && !slices.Contains(r.CandidateVersions, production):
 		baseline = production
 	default:
-		baseline = slices.Max(known)
+		for i := len(known) - 1; i >= 0 && baseline == 0; i-- {
+			if !slices.Contains(r.CandidateVersions, known[i]) {
+				baseline = known[i]
+			}
+		}
+		if baseline == 0 {
+			return nil, reject(ReasonUnknownVersion, map[string]any{"prompt_id": r.PromptID, "known": known},
+				"every version of prompt %s the lab knows (%v) is a candidate: name baseline_version", r.PromptID, known), nil
+		}
 	}
 	versions := append([]int{baseline}, r.CandidateVersions...)
 	for _, v := range versions {
