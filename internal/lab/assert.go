@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -349,18 +350,26 @@ func embeddedJSON(s string) []any {
 	return out
 }
 
-// compileSchema compiles a JSON Schema given inline.
+// compileSchema compiles a JSON Schema given inline. Its error is one
+// line, for a rejection's reason.
 func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
+	oneLine := func(err error) error {
+		return errors.New(strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " "))
+	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, err
+		return nil, oneLine(err)
 	}
 	c := jsonschema.NewCompiler()
 	const url = "inline://response-schema.json"
 	if err := c.AddResource(url, doc); err != nil {
-		return nil, err
+		return nil, oneLine(err)
 	}
-	return c.Compile(url)
+	s, err := c.Compile(url)
+	if err != nil {
+		return nil, oneLine(err)
+	}
+	return s, nil
 }
 
 // maxEditCells bounds levenshtein's work (a 7,000-rune response against a
