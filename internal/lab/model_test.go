@@ -18,6 +18,7 @@ import (
 type modelSim struct {
 	mu      sync.Mutex
 	gate    chan struct{} // nil: open
+	holdOn  map[string]chan struct{} // gates of single queries
 	trials  map[string]int
 	kinds   map[string]int
 	waiting int
@@ -57,6 +58,9 @@ func (m *modelSim) respond(ctx context.Context, req providertest.ChatRequest) st
 	m.mu.Lock()
 	m.kinds[kind]++
 	gate := m.gate
+	if g, ok := m.holdOn[user]; ok && kind == callTrial {
+		gate = g
+	}
 	if kind == callTrial {
 		m.trials[system+"\x00"+user]++
 		if gate != nil {
@@ -106,6 +110,16 @@ func (m *modelSim) hold() {
 	m.gate = make(chan struct{})
 }
 
+// holdQuery makes the trial calls of one query wait until release.
+func (m *modelSim) holdQuery(q string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.holdOn == nil {
+		m.holdOn = map[string]chan struct{}{}
+	}
+	m.holdOn[q] = make(chan struct{})
+}
+
 // release lets held trial calls, and later ones, answer.
 func (m *modelSim) release() {
 	m.mu.Lock()
@@ -113,6 +127,10 @@ func (m *modelSim) release() {
 	if m.gate != nil {
 		close(m.gate)
 		m.gate = nil
+	}
+	for q, g := range m.holdOn {
+		close(g)
+		delete(m.holdOn, q)
 	}
 }
 
