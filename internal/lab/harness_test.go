@@ -254,6 +254,15 @@ func (w *world) status(id string) job.Status {
 	return s
 }
 
+// state is the experiment's job state, "" while it has none.
+func (w *world) state(id string) job.State {
+	s, err := job.Get(context.Background(), w.pool, job.Key{Tenant: w.tenant, Consumer: "lab", ID: id})
+	if err != nil {
+		return ""
+	}
+	return s.State
+}
+
 // storedTrials lists the trial steps stored for an experiment.
 func (w *world) storedTrials(id string) []string {
 	w.t.Helper()
