@@ -31,7 +31,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // world is one test's NATS, database, model server and tenant, and what
 // the lab published for the tenant.
 type world struct {
-	t      *testing.T
+	t      testing.TB
 	nats   *testenv.NATS
 	pool   *pgxpool.Pool
 	dbURL  string
@@ -46,7 +46,7 @@ type world struct {
 }
 
 // newWorld starts NATS and a model server answering as modelSim does.
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	n := testenv.StartNATS(t)
 	reg, err := schemas.Load()

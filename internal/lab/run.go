@@ -97,9 +97,11 @@ func (l *Lab) run(ctx context.Context, j *job.Job) (json.RawMessage, error) {
 	return nil, nil
 }
 
-// trials runs the plan's trials, at most Concurrency of this experiment at
-// once (and of this copy's experiments together, through the limiter),
-// and returns the first error that stops them.
+// trials runs the plan's trials and returns the first error that stops
+// them. The limiter bounds the model calls in flight (this copy's
+// experiments together); twice as many trials are under way, so that a
+// trial recording its result or between its two calls never leaves a
+// slot idle.
 func (l *Lab) trials(ctx context.Context, j *job.Job, e *evaluator) error {
 	plan := e.spec.plan()
 	ctx, stop := context.WithCancelCause(ctx)
@@ -108,7 +110,11 @@ func (l *Lab) trials(ctx context.Context, j *job.Job, e *evaluator) error {
 	var wg sync.WaitGroup
 	var once sync.Once
 	var first error
-	for range min(max(1, l.opts.Lab.Concurrency), len(plan)) {
+	workers := 2 * max(1, l.opts.Lab.Concurrency)
+	if l.opts.Lab.Concurrency == 1 {
+		workers = 1 // one at a time, in plan order
+	}
+	for range min(workers, len(plan)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
