@@ -43,6 +43,10 @@ var Subjects = []string{"experiment.requested.*", "experiment.cancelled.*", "pro
 // ResultSubjects are the subjects of the lab's results.
 var ResultSubjects = []string{"experiment.started.*", "experiment.completed.*", "experiment.failed.*", "lab.rejected.*"}
 
+// defaultHeartbeat is how often a running experiment renews its lease and
+// looks for a cancellation, unless Options.Job says otherwise.
+const defaultHeartbeat = time.Second
+
 // jobKind is the kind of the lab's jobs.
 const jobKind = "experiment"
 
@@ -67,7 +71,8 @@ type Options struct {
 	PromptWait time.Duration
 	// Job sets the timing of the lab's job worker: Lease, Heartbeat, Poll,
 	// Grace, MaxAttempts, Backoff. Zero fields take internal/job's
-	// defaults; the lab sets the rest.
+	// defaults, but for Heartbeat: 1s, so a cancellation stops a running
+	// experiment within about a second. The lab sets the rest.
 	Job job.Options
 	// Registerer receives the job worker's metrics; nil registers nowhere.
 	Registerer prometheus.Registerer
@@ -117,6 +122,11 @@ func New(pool *pgxpool.Pool, out Sender, opts Options, log zerolog.Logger) (*Lab
 		log:     log.With().Str("consumer", opts.Consumer).Logger(),
 	}
 	jo := opts.Job
+	if jo.Heartbeat <= 0 && (jo.Lease <= 0 || jo.Lease > 3*defaultHeartbeat) {
+		// A cancellation is seen at the next heartbeat: keep it within
+		// about a second, whatever the lease.
+		jo.Heartbeat = defaultHeartbeat
+	}
 	jo.Consumer, jo.Kinds = opts.Consumer, []string{jobKind}
 	jo.Concurrency = max(1, opts.Lab.Workers)
 	jo.MaxRunningPerTenant = max(1, opts.Lab.MaxRunning)
