@@ -178,7 +178,7 @@ var Vars = []Var{
 	{"AGENTQ_NATS_LISTEN", "127.0.0.1:4222", "agentq dev: where the embedded NATS server listens"},
 	{"AGENTQ_DEVDB_START_TIMEOUT", "60s", "agentq dev and tests: how long to wait for the PGlite dev database to accept connections"},
 	{"AGENTQ_PGLITE_DIR", "", "agentq dev and tests: directory holding node_modules of the dev database (also searched for the sentence encoder's weights when AGENTQ_EMBED_SENTENCE_DIR is empty); empty: found by walking up from the working directory and the executable"},
-	{"AGENTQ_LLM_BASE_URL", "", "OpenAI-compatible chat endpoint for the rater and lab; empty: rule-based rater"},
+	{"AGENTQ_LLM_BASE_URL", "", "OpenAI-compatible chat endpoint for the rater and lab; empty: rule-based rater, and the lab refuses every experiment (no_model)"},
 	{"AGENTQ_LLM_MODEL", "", "chat model name"},
 	{"AGENTQ_LLM_API_KEY", "", "chat API key"},
 	{"AGENTQ_LLM_MAX_RPS", "0", "client-side limit of chat requests per second, retries included; 0 is unlimited (set it for hosted APIs)"},
