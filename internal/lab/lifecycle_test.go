@@ -159,3 +159,34 @@ func TestTimeoutPartialReport(t *testing.T) {
 	require.Equal(t, d.CompletedTrials, d.Report.Versions[0].Trials+d.Report.Versions[1].Trials)
 	require.Empty(t, d.Summary)
 }
+
+// TestProviderTrouble: a 429 is waited out as Retry-After asks and the
+// trial succeeds; a call that still fails is a trial error, counted in
+// error_rate, and the experiment completes.
+func TestProviderTrouble(t *testing.T) {
+	w := newWorld(t)
+	cfg := w.cfg
+	cfg.Lab.Concurrency = 1
+	w.start(cfg)
+	w.version("p", 1, "Answer to {q}.")
+	w.version("p", 2, "EMPTY")
+	w.model.FailNext(1, 429, "1")
+	req := w.request(map[string]any{"prompt_id": "p", "baseline_version": 1, "candidate_versions": []int{2},
+		"test_queries": queries(2, ""), "evaluation": map[string]any{"llm_judge": false, "summary": false}})
+	end := w.ending(req, time.Minute)
+	require.Equal(t, lab.TypeCompleted, end.Type(), string(end.Data()))
+	d := decode(t, end)
+	require.Equal(t, 0.0, d.Report.Versions[0].ErrorRate)
+	require.Equal(t, 1.0, d.Report.Versions[0].PassRate, "the rate-limited trial was retried and passed")
+	require.Equal(t, 1.0, d.Report.Versions[1].ErrorRate)
+	require.Equal(t, 0.0, d.Report.Versions[1].PassRate)
+	require.Equal(t, 1, w.model.Answered(429))
+	trials := w.trials(req.ID()) // by step: version 1's, then version 2's
+	require.Len(t, trials, 4)
+	require.Equal(t, 1, trials[0].Version)
+	require.GreaterOrEqual(t, trials[0].DurationMs, 1000.0, "the retry waited the second Retry-After asked for")
+	require.Empty(t, trials[0].Error)
+	require.Equal(t, 2, trials[2].Version)
+	require.Contains(t, trials[2].Error, "answer is empty")
+	require.Empty(t, trials[2].Tiers)
+}

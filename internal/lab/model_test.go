@@ -83,6 +83,9 @@ func (m *modelSim) respond(ctx context.Context, req providertest.ChatRequest) st
 		m.waiting--
 		m.mu.Unlock()
 	}
+	if system == "EMPTY" {
+		return "" // a model that answers nothing: an unusable answer
+	}
 	return strings.ReplaceAll(system, "{q}", user)
 }
 
