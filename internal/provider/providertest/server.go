@@ -17,6 +17,7 @@
 //	srv.SetJunk(providertest.JunkContent)       // prose where JSON was asked
 //	srv.SetRejectResponseFormat(true)           // 400 on response_format, like older llama.cpp
 //	srv.SetResponder(providertest.NaiveRater)   // decide the content from the request
+//	srv.SetContextResponder(f)                  // ... with the request's context (cut off when the client gives up)
 //	srv.SetDimension(16)                        // embeddings' size; change it mid-test
 //
 // The model is deterministic: the content comes from the Responder
