@@ -20,7 +20,7 @@ import (
 func TestTiersFailFast(t *testing.T) {
 	w := newWorld(t)
 	w.start(w.cfg)
-	w.version("tiers", 1, `{"kind": "answer", "text": "{q}"}`)                             // not the seed's shape
+	w.version("tiers", 1, `{"kind": "answer", "text": "{q}"}`)                               // not the seed's shape
 	w.version("tiers", 2, `{"type": "answer", "message": "A great answer to {q}. Berlin."}`) // fails not-contains Berlin
 	w.version("tiers", 3, `{"type": "answer", "message": "A great answer to {q}."}`)         // passes; judged
 	w.version("tiers", 4, `A poor plain-text answer to {q}.`)                                // plain text: 0.5, a pass; the judge fails it

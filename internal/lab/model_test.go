@@ -17,7 +17,7 @@ import (
 // counted by kind, trials also by (system, query).
 type modelSim struct {
 	mu      sync.Mutex
-	gate    chan struct{} // nil: open
+	gate    chan struct{}            // nil: open
 	holdOn  map[string]chan struct{} // gates of single queries
 	trials  map[string]int
 	kinds   map[string]int
