@@ -7,10 +7,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"github.com/agentq/agentq/internal/chat"
 	"github.com/agentq/agentq/internal/library"
 	"github.com/agentq/agentq/internal/provider"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // Trial is one run of one version on one test query, as stored (a step of
