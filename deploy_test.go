@@ -50,10 +50,18 @@ var binaries = []string{"agentq", "indexer", "scorer", "rater", "degrader", "lab
 // agentqServices are the services that run the agentq image.
 func agentqServices() []string { return append([]string{migrateService}, consumers...) }
 
-// loadCompose loads docker-compose.yml the way `docker compose` does, with env
-// as the only source of interpolation values (the process environment is not
-// consulted, so the test is hermetic).
+// loadCompose loads docker-compose.yml the way `docker compose --profile '*'`
+// does, every service enabled, with env as the only source of interpolation
+// values (the process environment is not consulted, so the test is
+// hermetic).
 func loadCompose(t *testing.T, env map[string]string) *types.Project {
+	t.Helper()
+	return loadComposeProfiles(t, env, []string{"*"})
+}
+
+// loadComposeProfiles is loadCompose with only the given profiles enabled
+// (none: what a plain `docker compose up` starts).
+func loadComposeProfiles(t *testing.T, env map[string]string, profiles []string) *types.Project {
 	t.Helper()
 	abs, err := filepath.Abs(composeFile)
 	require.NoError(t, err)
@@ -64,7 +72,7 @@ func loadCompose(t *testing.T, env map[string]string) *types.Project {
 		ConfigFiles: []types.ConfigFile{{Filename: abs, Content: content}},
 		Environment: types.Mapping(env),
 	}
-	project, err := loader.LoadWithContext(t.Context(), details)
+	project, err := loader.LoadWithContext(t.Context(), details, loader.WithProfiles(profiles))
 	require.NoError(t, err, "docker-compose.yml must load and validate against the compose schema")
 	return project
 }
@@ -96,6 +104,42 @@ func TestComposeServicesExist(t *testing.T) {
 	assert.Equal(t, "agentq", p.Name)
 	want := append([]string{natsService, pgService}, agentqServices()...)
 	assert.ElementsMatch(t, want, p.ServiceNames())
+}
+
+// A plain `docker compose up` starts no lab: its binary exits 2 until the
+// lab is built, and restart: unless-stopped would start it again and again.
+// `--profile lab` runs it, with everything a consumer has.
+func TestComposeLabIsOptIn(t *testing.T) {
+	def := loadComposeProfiles(t, nil, nil)
+	assert.ElementsMatch(t, []string{natsService, pgService, migrateService, "indexer", "scorer", "rater", "degrader"}, def.ServiceNames())
+	assert.Equal(t, []string{"lab"}, def.DisabledServiceNames())
+	withLab := loadComposeProfiles(t, nil, []string{"lab"})
+	assert.Contains(t, withLab.ServiceNames(), "lab")
+	assert.Equal(t, []string{"lab"}, service(t, withLab, "lab").Profiles)
+}
+
+// Replay rebuilds state from the stream's history, so compose keeps it: a
+// default max age would make `agentq replay` refuse (or need
+// --allow-truncated) once the oldest events expire. The size it takes is
+// bounded by AGENTQ_STREAM_MAX_BYTES, which the comment next to it says.
+func TestComposeKeepsStreamHistory(t *testing.T) {
+	svc := service(t, loadCompose(t, nil), "scorer")
+	env := map[string]string{}
+	for k, v := range svc.Environment {
+		if v != nil {
+			env[k] = *v
+		}
+	}
+	cfg, err := config.Load(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	assert.Zero(t, cfg.Stream.MaxAge, "the streams keep every event")
+	raw, err := os.ReadFile(composeFile)
+	require.NoError(t, err)
+	comment := regexp.MustCompile(`(?m)((?:^ *#.*\n)+) *AGENTQ_STREAM_MAX_AGE:`).FindStringSubmatch(string(raw))
+	require.NotNil(t, comment, "AGENTQ_STREAM_MAX_AGE has a comment")
+	for _, want := range []string{"replay", "disk", "AGENTQ_STREAM_MAX_BYTES"} {
+		assert.Contains(t, comment[1], want)
+	}
 }
 
 func TestComposeHasNoObsoleteVersion(t *testing.T) {
@@ -227,7 +271,7 @@ func TestComposeDefaults(t *testing.T) {
 		"AGENTQ_LOG_FORMAT":              "json",
 		"AGENTQ_METRICS_ADDR":            ":9090",
 		"AGENTQ_STREAM_REPLICAS":         "1",
-		"AGENTQ_STREAM_MAX_AGE":          "720h",
+		"AGENTQ_STREAM_MAX_AGE":          "0",
 		"AGENTQ_STREAM_MAX_BYTES":        "-1",
 		"AGENTQ_STREAM_DUPLICATE_WINDOW": "2m",
 		"AGENTQ_MAX_DELIVER":             "5",

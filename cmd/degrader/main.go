@@ -1,6 +1,6 @@
 // Command degrader watches every tool's health, publishes tool.degraded,
 // tool.quarantined and tool.recovered, and delivers them to the configured
-// webhooks. Configuration: AGENTQ_* (see README).
+// webhooks. Configuration: AGENTQ_* (docs/operations.md).
 package main
 
 import (

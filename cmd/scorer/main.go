@@ -1,5 +1,5 @@
 // Command scorer keeps rolling quality for every tool and prompt version and
-// publishes quality.changed. Configuration: AGENTQ_* (see README).
+// publishes quality.changed. Configuration: AGENTQ_* (docs/operations.md).
 package main
 
 import (

@@ -46,6 +46,7 @@ type Deps struct {
 	Registry  *prometheus.Registry
 	Metrics   *bus.Metrics
 
+	lag     *lagCollector
 	closers []closer
 }
 
@@ -133,6 +134,8 @@ func Start(ctx context.Context, cfg config.Config, name string, log zerolog.Logg
 	d.Registry = prometheus.NewRegistry()
 	d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d.Metrics = bus.NewMetrics(d.Registry)
+	d.lag = newLagCollector(d.JS, log)
+	d.Registry.MustRegister(d.lag)
 	return d, nil
 }
 
@@ -154,7 +157,9 @@ func (d *Deps) Close(ctx context.Context) error {
 }
 
 // Run runs the consumers and one outbox relay until ctx ends, then waits
-// for all of them to stop. It returns the consumers' start-up errors.
+// for all of them to stop. It returns the consumers' start-up errors. The
+// lag of each consumer's durable (agentq_consumer_pending, _ack_pending,
+// _redelivered) is on d.Registry from now on.
 func Run(ctx context.Context, d *Deps, consumers ...Consumer) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(consumers))
@@ -177,6 +182,9 @@ func Run(ctx context.Context, d *Deps, consumers ...Consumer) error {
 		}()
 	}
 	for i, c := range consumers {
+		if d.lag != nil {
+			d.lag.add(c.Name) // the app consumer's name is its durable consumer's
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

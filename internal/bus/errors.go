@@ -12,7 +12,7 @@ import (
 const (
 	ReasonDecode         = "decode"          // not a CloudEvent in either content mode
 	ReasonOversize       = "oversize"        // payload over the configured limit
-	ReasonTenantMismatch = "tenant_mismatch" // tenantid extension differs from the subject's tenant token, or Nats-Msg-Id is not "<tenant>:<id>" of the event
+	ReasonTenantMismatch = "tenant_mismatch" // tenantid extension differs from the subject's tenant token, that token is not a tenant id, or Nats-Msg-Id is not "<tenant>:<id>" of the event
 	ReasonUnknownType    = "unknown_type"    // no schema for the event type, or type does not match subject
 	ReasonSchema         = "schema"          // data does not match the type's schema
 	ReasonPermanent      = "permanent"       // the handler said the event can never succeed

@@ -16,6 +16,9 @@ func (r *Runner) prepare(m jetstream.Msg) (*Delivery, error) {
 	if meta, err := m.Metadata(); err == nil {
 		d.StreamSeq, d.NumDelivered, d.Time = meta.Sequence.Stream, meta.NumDelivered, meta.Timestamp
 	}
+	if err := notFor(r.opts.Consumer, m); err != nil {
+		return d, err // skip: acked without effect (redrive.go)
+	}
 	if d.NumDelivered > 1 {
 		// A redelivery: learn how the earlier deliveries ended. Checked
 		// before decoding, so a message that kills the process is
@@ -72,6 +75,8 @@ func check(d *Delivery, m jetstream.Msg, schema Validator, maxPayload int) error
 	d.Tenant = Tenant(ev)
 	subjectTenant := lastToken(d.Subject)
 	switch {
+	case !ValidTenant(subjectTenant):
+		return rejectf(ReasonTenantMismatch, "subject tenant %q is not a tenant id ([a-z0-9_-]{1,64})", loggable(subjectTenant))
 	case d.Tenant == "":
 		return rejectf(ReasonTenantMismatch, "missing %s extension (subject tenant is %q)", ExtTenant, subjectTenant)
 	case d.Tenant != subjectTenant:

@@ -381,6 +381,9 @@ func (r *Runner) process(ctx context.Context, msgs []prepared, f *fetcher) (down
 	}()
 	batch := make([]*Delivery, 0, len(msgs))
 	for _, p := range msgs {
+		if r.skipped(p) {
+			continue
+		}
 		if p.err != nil {
 			r.deadLetter(ctx, p.d, reasonCode(p.err), p.err)
 			continue

@@ -2,73 +2,69 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
-	"log"
-	"math/rand/v2"
 	"os"
 	"runtime/pprof"
-	"slices"
+	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/agentq/agentq/internal/app"
-	"github.com/agentq/agentq/internal/broker"
-	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/bench"
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/devdb"
-	"github.com/agentq/agentq/internal/quality"
 )
+
+// agentq bench, bench indexer and bench degrader: flags, usage and the
+// call; what is measured, against what, and the tables are internal/bench's.
 
 func init() {
 	register("bench", "load generator: raw JetStream consume+ack vs the scorer end to end, in one run", runBench)
+	describe("bench indexer", "[--prompts N] [--tools N] [--requests N] [--rounds N] [--concurrency 1,8] [--tools-embedder E] [--search-only TENANT] [--json]",
+		`Measures the indexer on the database at AGENTQ_DATABASE_URL (native Postgres
+with pgvector; PGlite only with --allow-pglite, and its figures mean nothing)
+with an embedded NATS server, in one run:
+
+  indexing: N generated prompts (about 130 words, Zipf-distributed words,
+  parameters, tags, versions of --prompt-ids ids) and M tools are published
+  as a backlog, then the indexer consumes them: events applied per second,
+  beside the embedder alone and the bare INSERT of the same rows (pipelined,
+  one transaction per batch, no NATS, no embedding) with and without vectors;
+
+  search: search.prompts, search.tools and prompts.get through NATS
+  request/reply from a separate connection, at each --concurrency, beside the
+  embedder alone on one new query, the bare SQL kNN query (same filter,
+  model, K and ef_search, SET LOCAL in a read-only transaction), the bare
+  full-text arm, and both bare arms at once on two connections (the
+  database work of a search running its arms apart) on the same database.
+  prompts.get asks for ids drawn from every prompt id (mostly answered from
+  the database), beside the bare statement it runs on a cache miss, then
+  for 100 hot ids (mostly from the indexer's cache), beside a bare NATS
+  request/reply of the same size. Then each of these again
+  in an open loop at --load times the throughput it reached at the highest
+  concurrency in that round: requests leave at fixed intervals, whatever the
+  answers do, and each is timed from when it was due (latency at a load the
+  machine can carry, where the closed loop at high concurrency measures
+  queueing at saturation). p50/p99/max and throughput are medians over
+  --rounds.
+
+--search-only TENANT skips indexing and measures search on the tenant of an
+earlier run with the same --prompts, --prompt-ids, --tools and --seed.
+
+Every search query is generated afresh (words of the corpus, quotes of a
+prompt or tool, paraphrase-like rewrites), so the query-embedding cache does
+not hide the embedder. Each run writes a tenant of its own; run it on a
+database of its own, dropped between full runs.`)
 }
-
-// BenchResult is what one bench run measured. Rates are medians over the
-// rounds; each round measures raw and scorer back to back, so the two see
-// the same machine conditions.
-type BenchResult struct {
-	Events      int
-	Rounds      int
-	PublishRate float64   // events/s, async publish with acks
-	RawRate     float64   // events/s, raw JetStream consume + ack of a backlog
-	ScorerRate  float64   // events/s, scorer consume + validate + commit + ack of the same backlog
-	RoundRatios []float64 // scorer/raw per round
-	// CeilingRate is what Postgres alone sustains for the scorer's shape of
-	// work: per batch, one transaction inserting the batch's inbox rows and
-	// upserting its targets, sent as one pipelined round trip; no NATS, no
-	// decoding. CeilingRatios are scorer/ceiling per round.
-	CeilingRate   float64
-	CeilingRatios []float64
-	// End to end: publishing and consuming at once, from the first publish
-	// to the last ack (raw) or commit (scorer).
-	RawE2ERate    float64
-	ScorerE2ERate float64
-	LightP50      time.Duration
-	LightP99      time.Duration
-	LightSamples  int
-	Database      string
-}
-
-// Ratio is the scorer's rate as a share of raw JetStream consume+ack.
-func (r BenchResult) Ratio() float64 { return r.ScorerRate / r.RawRate }
-
-// CeilingRatio is the scorer's rate as a share of the Postgres ceiling.
-func (r BenchResult) CeilingRatio() float64 { return r.ScorerRate / r.CeilingRate }
 
 func runBench(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
 	if len(args) > 0 && args[0] == "indexer" {
-		return runBenchIndexer(ctx, e, cfg, log, args[1:]) // benchindexer.go
+		return runBenchIndexer(ctx, e, cfg, log, args[1:])
 	}
 	if len(args) > 0 && args[0] == "degrader" {
-		return runBenchDegrader(ctx, e, cfg, log, args[1:]) // benchdegrader.go
+		return runBenchDegrader(ctx, e, cfg, log, args[1:])
 	}
 	fs := flags("bench", e)
 	n := fs.Int("events", 20000, "events per phase")
@@ -95,393 +91,98 @@ func runBench(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger,
 		return fmt.Errorf("--events and --rounds must be positive")
 	}
 	cfg.BatchSize = *batch
+	o := bench.ScorerOptions{Events: *n, Rounds: *rounds, Light: *light}
 	if *verbose {
-		benchLog.SetOutput(e.Stderr)
+		o.Diagnostics = e.Stderr
 	}
-	res, err := Bench(ctx, cfg, *n, *rounds, *light, log)
+	res, err := bench.Scorer(ctx, cfg, o, log)
 	if err != nil {
 		return err
 	}
-	percents := func(xs []float64) string {
-		out := make([]string, len(xs))
-		for i, r := range xs {
-			out[i] = fmt.Sprintf("%.1f%%", 100*r)
-		}
-		return strings.Join(out, " ")
-	}
-	fmt.Fprintf(e.Stdout, `agentq bench: %d events per phase, %d rounds (medians), scorer batch %d, database: %s
-  publish (async, acked)                   %9.0f events/s
-  draining a backlog (consume only):
-    raw JetStream consume + ack            %9.0f events/s
-    scorer consume → commit → ack          %9.0f events/s
-    scorer / raw                           %9.1f %%   (per round: %s)
-    Postgres ceiling: inbox + upsert only  %9.0f events/s   (one pipelined transaction per batch, no NATS)
-    scorer / ceiling                       %9.1f %%   (per round: %s)
-  end to end, publishing and consuming at once (first publish → last ack / commit):
-    raw JetStream publish + consume + ack  %9.0f events/s
-    scorer published → committed           %9.0f events/s
-    scorer / raw                           %9.1f %%
-  light traffic, publish → quality.changed: p50 %s, p99 %s (%d events, one at a time)
-`, res.Events, res.Rounds, *batch, res.Database, res.PublishRate, res.RawRate, res.ScorerRate, 100*res.Ratio(),
-		percents(res.RoundRatios), res.CeilingRate, 100*res.CeilingRatio(), percents(res.CeilingRatios), res.RawE2ERate, res.ScorerE2ERate, 100*res.ScorerE2ERate/res.RawE2ERate, res.LightP50.Round(time.Microsecond), res.LightP99.Round(time.Microsecond), res.LightSamples)
+	res.Print(e.Stdout)
 	return nil
 }
 
-// Bench runs the load generator on an embedded NATS server and the
-// configured database (the PGlite dev database when none is set).
-func Bench(ctx context.Context, cfg config.Config, n, rounds, light int, log zerolog.Logger) (BenchResult, error) {
-	res := BenchResult{Events: n, Rounds: rounds, Database: "AGENTQ_DATABASE_URL"}
-	dir, err := os.MkdirTemp("", "agentq-bench-")
-	if err != nil {
-		return res, err
+func runBenchIndexer(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
+	fs := flags("bench indexer", e)
+	var o bench.IndexerOptions
+	fs.IntVar(&o.Prompts, "prompts", 100000, "prompt.created events to index")
+	fs.IntVar(&o.PromptIDs, "prompt-ids", 1000, "distinct prompt ids the prompts spread over (the others are new versions)")
+	fs.IntVar(&o.Tools, "tools", 10000, "tool.registered events to index (one per tool)")
+	fs.IntVar(&o.Requests, "requests", 2000, "requests per measurement, concurrency and round")
+	fs.IntVar(&o.Warmup, "warmup", 200, "requests per measurement before the first round")
+	fs.IntVar(&o.Rounds, "rounds", 3, "rounds of the search measurements; medians are reported")
+	conc := fs.String("concurrency", "1,8", "comma-separated numbers of clients in flight")
+	fs.Float64Var(&o.Load, "load", 0.5, "open-loop rate of each measurement, as a fraction of its throughput at the highest concurrency (0: none)")
+	fs.StringVar(&o.PromptsEmbedder, "prompts-embedder", "lexical", "embedder of prompts: lexical (built-in), sentence or provider")
+	fs.StringVar(&o.ToolsEmbedder, "tools-embedder", "auto", "embedder of tools: auto (as the indexer picks: the sentence encoder when installed), lexical, sentence or provider")
+	fs.IntVar(&o.AnchorRows, "anchor-rows", 0, "rows of each kind the bare INSERT anchor takes, the first indexed (0: all; into an empty copy, so fewer rows favour the anchor)")
+	fs.BoolVar(&o.AllowPGlite, "allow-pglite", false, "run on PGlite (checks the command works; the figures mean nothing)")
+	seed := fs.Uint64("seed", 1, "seed of the generated corpus and queries")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	verbose := fs.Bool("v", false, "print progress and per-round figures")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	fs.IntVar(&o.Copies, "copies", 1, "indexer copies consuming the backlog and serving search, each with its own connections")
+	fs.StringVar(&o.SearchOnly, "search-only", "", "measure search only, on TENANT of an earlier run with the same --prompts, --prompt-ids, --tools and --seed (its corpus is generated again, not indexed)")
+	if err := fs.Parse(args); err != nil {
+		return parseError(err)
 	}
-	defer os.RemoveAll(dir)
-	srv, err := broker.Start(broker.Options{Port: -1, StoreDir: dir, Log: zerolog.Nop()})
-	if err != nil {
-		return res, err
-	}
-	defer srv.Shutdown()
-	cfg.NATSURL = srv.ClientURL()
-	cfg.MetricsAddr = ""
-	if cfg.DatabaseURL == "" {
-		db, err := devdb.Start(ctx, devdb.Options{Dir: cfg.PGliteDir, Log: zerolog.Nop()})
-		if err != nil {
-			return res, err
+	for _, s := range strings.Split(*conc, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || c < 1 || c > 256 {
+			fmt.Fprintf(e.Stderr, "agentq bench indexer: --concurrency %q: want numbers 1..256\n", *conc)
+			return errUsage
 		}
-		defer db.Close()
-		cfg.DatabaseURL = db.URL()
-		res.Database = "PGlite dev database (WASM; measure on native Postgres for production figures)"
+		o.Concurrency = append(o.Concurrency, c)
 	}
-	quiet := log.Level(zerolog.WarnLevel)
-	d, err := app.Start(ctx, cfg, "bench", quiet)
-	if err != nil {
-		return res, err
+	if o.Prompts < 1 || o.PromptIDs < 1 || o.Tools < 1 || o.Requests < 1 || o.Rounds < 1 || o.Warmup < 0 || o.Copies < 1 || o.Copies > 16 || o.Load < 0 || o.Load > 1 {
+		fmt.Fprintln(e.Stderr, "agentq bench indexer: --prompts, --prompt-ids, --tools, --requests and --rounds must be positive, --copies 1..16, --load 0..1")
+		return errUsage
 	}
-	defer d.Close(context.WithoutCancel(ctx))
-
-	// Raw: the same messages as the scorer gets, in a stream of their own,
-	// consumed by a plain pull consumer that acks one by one.
-	if _, err := d.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "BENCH_RAW", Subjects: []string{"benchraw.>"}, Storage: jetstream.FileStorage}); err != nil {
-		return res, err
-	}
-	if err := publishRaw(d, benchEvents(n, "raw"), "benchraw."); err != nil {
-		return res, err
-	}
-	<-d.JS.PublishAsyncComplete()
-
-	var raws, scorers, ceilings, rawE2Es, scorerE2Es []float64
-	for r := range rounds {
-		ceiling, err := ceilingRound(ctx, d, n, cfg.BatchSize, r)
-		if err != nil {
-			return res, err
-		}
-		raw, err := rawRound(ctx, d, cfg, n, r)
-		if err != nil {
-			return res, err
-		}
-		tenant := fmt.Sprintf("bench-%d-%x", r, rand.Uint32())
-		pubRate, scorer, err := scorerRound(ctx, d, benchEvents(n, tenant), tenant)
-		if err != nil {
-			return res, err
-		}
-		rawE2E, err := rawE2ERound(ctx, d, cfg, n, r)
-		if err != nil {
-			return res, err
-		}
-		tenant = fmt.Sprintf("bench-e2e-%d-%x", r, rand.Uint32())
-		scorerE2E, err := scorerE2ERound(ctx, d, benchEvents(n, tenant), tenant)
-		if err != nil {
-			return res, err
-		}
-		raws, scorers, ceilings = append(raws, raw), append(scorers, scorer), append(ceilings, ceiling)
-		res.CeilingRatios = append(res.CeilingRatios, scorer/ceiling)
-		rawE2Es, scorerE2Es = append(rawE2Es, rawE2E), append(scorerE2Es, scorerE2E)
-		res.RoundRatios = append(res.RoundRatios, scorer/raw)
-		res.PublishRate = max(res.PublishRate, pubRate)
-	}
-	res.RawRate, res.ScorerRate, res.CeilingRate = median(raws), median(scorers), median(ceilings)
-	res.RawE2ERate, res.ScorerE2ERate = median(rawE2Es), median(scorerE2Es)
-
-	lat, err := lightRound(ctx, d, light)
-	if err != nil {
-		return res, err
-	}
-	if len(lat) > 0 {
-		slices.Sort(lat)
-		res.LightP50 = lat[len(lat)/2]
-		res.LightP99 = lat[min(len(lat)-1, len(lat)*99/100)]
-		res.LightSamples = len(lat)
-	}
-	return res, nil
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
-// acker acks every message of cons until n are acked; done closes then.
-func acker(cons jetstream.Consumer, cfg config.Config, n int) (done <-chan struct{}, stop func(), err error) {
-	var acked atomic.Int64
-	ch := make(chan struct{})
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		_ = m.Ack()
-		if acked.Add(1) == int64(n) {
-			close(ch)
-		}
-	}, jetstream.PullMaxMessages(2*cfg.BatchSize))
-	if err != nil {
-		return nil, nil, err
-	}
-	return ch, cc.Stop, nil
-}
-
-// rateWhen returns n over the time since start once done closes.
-func rateWhen(ctx context.Context, done <-chan struct{}, n int, start time.Time) (float64, error) {
-	select {
-	case <-done:
-		return float64(n) / time.Since(start).Seconds(), nil
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-}
-
-// publishRaw publishes events asynchronously, as agentq encodes them, on
-// their subjects under prefix, so they land in a bench stream, not AGENTQ.
-func publishRaw(d *app.Deps, events []event.Event, prefix string) error {
-	for _, ev := range events {
-		m, err := bus.Encode(ev)
+	o.Seed = *seed
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
 		if err != nil {
 			return err
 		}
-		m.Subject = prefix + m.Subject
-		if _, err := d.JS.PublishMsgAsync(m); err != nil {
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
 			return err
 		}
+		defer pprof.StopCPUProfile()
 	}
+	var progress io.Writer = io.Discard
+	if *verbose {
+		progress = e.Stderr
+	}
+	res, err := bench.Indexer(ctx, cfg, o, progress, log)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	res.Print(e.Stdout)
 	return nil
 }
 
-// runScorer runs the scorer on d until the returned stop is called.
-func runScorer(ctx context.Context, d *app.Deps) (stop func()) {
-	sctx, cancel := context.WithCancel(ctx)
-	runDone := make(chan error, 1)
-	go func() { runDone <- app.Run(sctx, d, quality.Consumer) }()
-	return func() { cancel(); <-runDone }
-}
-
-func rawConsumer(ctx context.Context, d *app.Deps, cfg config.Config, stream, durable string) (jetstream.Consumer, error) {
-	return d.JS.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
-		Durable: durable, AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 4 * cfg.BatchSize,
-	})
-}
-
-// rawRound drains the BENCH_RAW backlog with a new consumer and returns the
-// consume+ack rate.
-func rawRound(ctx context.Context, d *app.Deps, cfg config.Config, n, round int) (float64, error) {
-	cons, err := rawConsumer(ctx, d, cfg, "BENCH_RAW", fmt.Sprintf("raw-%d", round))
+func runBenchDegrader(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
+	fs := flags("bench degrader", e)
+	tools := fs.Int("tools", 1000, "tools of the tenant, each with a history of successful calls")
+	samples := fs.Int("samples", 200, "tools broken one after another (at most half the tools: the share cap)")
+	gap := fs.Duration("gap", 20*time.Millisecond, "pause between calls: light traffic")
+	if err := fs.Parse(args); err != nil {
+		return parseError(err)
+	}
+	if *samples > *tools/2 {
+		return usageError(e, fs, "bench degrader", "--samples %d: at most half of --tools (the share cap)", *samples)
+	}
+	r, err := bench.Degrader(ctx, cfg, bench.DegraderOptions{Tools: *tools, Samples: *samples, Gap: *gap}, log)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	start := time.Now()
-	done, stop, err := acker(cons, cfg, n)
-	if err != nil {
-		return 0, err
-	}
-	defer stop()
-	return rateWhen(ctx, done, n, start)
-}
-
-// rawE2ERound publishes n messages while a plain pull consumer acks them,
-// and returns n over the time from the first publish to the last ack.
-func rawE2ERound(ctx context.Context, d *app.Deps, cfg config.Config, n, round int) (float64, error) {
-	stream := fmt.Sprintf("BENCH_E2E_%d", round)
-	prefix := fmt.Sprintf("benche2e%d.", round)
-	if _, err := d.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{prefix + ">"}, Storage: jetstream.FileStorage}); err != nil {
-		return 0, err
-	}
-	cons, err := rawConsumer(ctx, d, cfg, stream, "raw")
-	if err != nil {
-		return 0, err
-	}
-	done, stop, err := acker(cons, cfg, n)
-	if err != nil {
-		return 0, err
-	}
-	defer stop()
-	start := time.Now()
-	if err := publishRaw(d, benchEvents(n, "rawe2e"), prefix); err != nil {
-		return 0, err
-	}
-	return rateWhen(ctx, done, n, start)
-}
-
-// scorerE2ERound publishes events while the scorer runs and returns their
-// number over the time from the first publish to the last commit.
-func scorerE2ERound(ctx context.Context, d *app.Deps, events []event.Event, tenant string) (float64, error) {
-	defer runScorer(ctx, d)()
-	start := time.Now()
-	for _, ev := range events {
-		if _, err := d.Publisher.PublishAsync(ev); err != nil {
-			return 0, err
-		}
-	}
-	if err := waitCommitted(ctx, d, tenant, int64(len(events))); err != nil {
-		return 0, err
-	}
-	return float64(len(events)) / time.Since(start).Seconds(), nil
-}
-
-// scorerRound publishes events as a backlog while no scorer runs, then
-// starts one and measures until every effect is committed and acked.
-func scorerRound(ctx context.Context, d *app.Deps, events []event.Event, tenant string) (pubRate, rate float64, err error) {
-	start := time.Now()
-	for _, ev := range events {
-		if _, err := d.Publisher.PublishAsync(ev); err != nil {
-			return 0, 0, err
-		}
-	}
-	if err := d.Publisher.Flush(ctx); err != nil {
-		return 0, 0, err
-	}
-	pubRate = float64(len(events)) / time.Since(start).Seconds()
-	start = time.Now()
-	sum0, n0 := handleTime(d)
-	stop := runScorer(ctx, d)
-	err = waitCommitted(ctx, d, tenant, int64(len(events)))
-	elapsed := time.Since(start)
-	rate = float64(len(events)) / elapsed.Seconds()
-	stop()
-	if sum, n := handleTime(d); n > n0 {
-		benchLog.Printf("scorer round: %d batches, handler %.1f ms per batch, %.0f%% of the wall time", n-n0,
-			1000*(sum-sum0)/float64(n-n0), 100*(sum-sum0)/elapsed.Seconds())
-	}
-	return pubRate, rate, err
-}
-
-// lightRound publishes single events one at a time and measures publish →
-// quality.changed received.
-func lightRound(ctx context.Context, d *app.Deps, light int) ([]time.Duration, error) {
-	tenant := fmt.Sprintf("bench-light-%x", rand.Uint32())
-	sub, err := d.NC.SubscribeSync("quality.changed." + tenant)
-	if err != nil {
-		return nil, err
-	}
-	defer sub.Unsubscribe()
-	defer runScorer(ctx, d)()
-	var lat []time.Duration
-	for i := range light {
-		ev, _ := bus.NewEvent(quality.TypeToolExecuted, tenant, "agentq-bench", map[string]any{"tool_name": fmt.Sprintf("light_%d", i), "success": true})
-		t0 := time.Now()
-		if _, err := d.Publisher.Publish(ctx, ev); err != nil {
-			return nil, err
-		}
-		for {
-			m, err := sub.NextMsg(10 * time.Second)
-			if err != nil {
-				return nil, fmt.Errorf("light traffic: no quality.changed: %w", err)
-			}
-			if m.Header.Get("ce-causationid") == ev.ID() {
-				break
-			}
-		}
-		lat = append(lat, time.Since(t0))
-		time.Sleep(10 * time.Millisecond)
-	}
-	return lat, nil
-}
-
-// ceilingRound is the Postgres ceiling of the scorer's work for n events
-// (UUIDv7 ids, as the events have) in batches of batch over the bench's 50
-// targets: per batch, BEGIN, the inbox
-// insert, one upsert per target and COMMIT travel as one pipelined round
-// trip on one connection. It is the nearest physical anchor for the
-// scorer's database work: no NATS, no decoding, no reading state back.
-func ceilingRound(ctx context.Context, d *app.Deps, n, batch, round int) (float64, error) {
-	tenant := fmt.Sprintf("bench-ceiling-%d-%x", round, rand.Uint32())
-	conn, err := d.Pool.Acquire(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Release()
-	start := time.Now()
-	for i := 0; i < n; i += batch {
-		size := min(batch, n-i)
-		tenants, ids := make([]string, size), make([]string, size)
-		calls := map[string]int64{}
-		for j := range size {
-			id, err := uuid.NewV7() // the same kind of id as the scorer's events
-			if err != nil {
-				return 0, err
-			}
-			tenants[j], ids[j] = tenant, id.String()
-			calls[fmt.Sprintf("tool_%d", (i+j)%50)]++
-		}
-		keys, counts := make([]string, 0, len(calls)), make([]int64, 0, len(calls))
-		for k, c := range calls {
-			keys, counts = append(keys, k), append(counts, c)
-		}
-		b := &pgx.Batch{}
-		b.Queue(`BEGIN`)
-		b.Queue(`INSERT INTO inbox (consumer, tenant_id, event_id)
-			SELECT 'bench-ceiling', t, e FROM unnest($1::text[], $2::text[]) AS u(t, e) ON CONFLICT DO NOTHING`, tenants, ids)
-		b.Queue(`INSERT INTO quality_metrics AS m (tenant_id, target, target_key, total_calls)
-			SELECT $1, 'tool', k, c FROM unnest($2::text[], $3::bigint[]) AS u(k, c)
-			ON CONFLICT (tenant_id, target, target_key) DO UPDATE SET total_calls = m.total_calls + excluded.total_calls`, tenant, keys, counts)
-		b.Queue(`COMMIT`)
-		if err := conn.SendBatch(ctx, b).Close(); err != nil {
-			return 0, fmt.Errorf("ceiling: %w", err)
-		}
-	}
-	return float64(n) / time.Since(start).Seconds(), nil
-}
-
-// handleTime reads the runner's handler-time histogram: total seconds and
-// batches so far.
-func handleTime(d *app.Deps) (float64, uint64) {
-	mfs, _ := d.Registry.Gather()
-	for _, mf := range mfs {
-		if mf.GetName() == "agentq_batch_handle_seconds" {
-			var sum float64
-			var n uint64
-			for _, m := range mf.GetMetric() {
-				sum += m.GetHistogram().GetSampleSum()
-				n += m.GetHistogram().GetSampleCount()
-			}
-			return sum, n
-		}
-	}
-	return 0, 0
-}
-
-// benchLog prints per-round diagnostics with -v.
-var benchLog = log.New(io.Discard, "bench: ", 0)
-
-func waitCommitted(ctx context.Context, d *app.Deps, tenant string, n int64) error {
-	for {
-		var total int64
-		if err := d.Pool.QueryRow(ctx, `SELECT coalesce(sum(total_calls), 0) FROM quality_metrics WHERE tenant_id = $1`, tenant).Scan(&total); err != nil {
-			return err
-		}
-		if total >= n {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-func benchEvents(n int, tenant string) []event.Event {
-	evs := make([]event.Event, n)
-	for i := range evs {
-		evs[i], _ = bus.NewEvent(quality.TypeToolExecuted, tenant, "agentq-bench", map[string]any{
-			"tool_name": fmt.Sprintf("tool_%d", i%50), "success": i%7 != 0, "latency_ms": i % 900,
-			"run_id": "bench", "step_idx": i % 10, "output": "ok",
-		})
-	}
-	return evs
+	r.Print(e.Stdout)
+	return nil
 }

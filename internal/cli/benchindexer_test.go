@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/cli"
+	"github.com/agentq/agentq/internal/bench"
 	"github.com/agentq/agentq/internal/embed"
 	"github.com/agentq/agentq/internal/search"
 	"github.com/agentq/agentq/internal/testenv"
@@ -29,7 +29,7 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 
 	code, out, errOut := run(ctx, env, "", append(args, "--allow-pglite", "--json")...)
 	require.Equal(t, 0, code, errOut)
-	var res cli.IndexerBenchResult
+	var res bench.IndexerResult
 	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
 
 	if os.Getenv("AGENTQ_DATABASE_URL") == "" { // the test database is PGlite
@@ -87,7 +87,7 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 	for i, s := range res.Search {
 		require.Equal(t, []int{1, 3, 0}[i], s.Concurrency)
 		require.Equal(t, []float64{0, 0, 0.5}[i], s.Load)
-		for name, l := range map[string]cli.Latency{
+		for name, l := range map[string]bench.Latency{
 			"search prompts": s.SearchPrompts, "embed prompts": s.EmbedPrompts, "embed tools": s.EmbedTools, "knn prompts": s.KNNPrompts, "fulltext prompts": s.FullTextPrompts, "arms prompts": s.ArmsPrompts,
 			"search tools": s.SearchTools, "knn tools": s.KNNTools, "fulltext tools": s.FullTextTools, "arms tools": s.ArmsTools,
 			"get": s.Get, "get sql": s.GetSQL, "get params": s.GetParams, "get hot": s.GetHot, "echo": s.Echo,
@@ -116,7 +116,7 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 	// The open loop is paced: half of each measurement's rate at
 	// concurrency 3 is offered, so it carries less than that.
 	closed, open := res.Search[1], res.Search[2]
-	for name, l := range map[string][2]cli.Latency{
+	for name, l := range map[string][2]bench.Latency{
 		"search prompts": {closed.SearchPrompts, open.SearchPrompts}, "embed prompts": {closed.EmbedPrompts, open.EmbedPrompts}, "embed tools": {closed.EmbedTools, open.EmbedTools}, "knn prompts": {closed.KNNPrompts, open.KNNPrompts},
 		"fulltext prompts": {closed.FullTextPrompts, open.FullTextPrompts}, "search tools": {closed.SearchTools, open.SearchTools},
 		"arms prompts": {closed.ArmsPrompts, open.ArmsPrompts}, "arms tools": {closed.ArmsTools, open.ArmsTools},
@@ -151,11 +151,11 @@ func TestBenchIndexerReportsEveryFigure(t *testing.T) {
 	// Search alone, on the first run's tenant: nothing is indexed again.
 	code, out, errOut = run(ctx, env, "", append(args, "--allow-pglite", "--json", "--search-only", res.Tenant)...)
 	require.Equal(t, 0, code, errOut)
-	var again cli.IndexerBenchResult
+	var again bench.IndexerResult
 	require.NoError(t, json.Unmarshal([]byte(out), &again), out)
 	require.True(t, again.SearchOnly)
 	require.Equal(t, res.Tenant, again.Tenant)
-	require.Equal(t, cli.IndexingFigures{}, again.Indexing, "no indexing was run")
+	require.Equal(t, bench.IndexingFigures{}, again.Indexing, "no indexing was run")
 	require.Len(t, again.Search, 3)
 	require.Equal(t, 12, again.Search[1].GetHot.Requests)
 	require.Zero(t, again.Search[1].GetHot.Errors)

@@ -186,19 +186,22 @@ type catalog struct {
 
 // catalogItem is one entry and what became of it, as --json prints it.
 type catalogItem struct {
-	Source      string   `json:"source"`
-	Index       int      `json:"index"`
-	Line        int      `json:"line,omitempty"`
-	PromptID    string   `json:"prompt_id,omitempty"`
-	ToolName    string   `json:"tool_name,omitempty"`
-	Version     int      `json:"version,omitempty"` // as stored (the indexer assigns omitted ones)
-	EventID     string   `json:"event_id"`
-	Duplicate   bool     `json:"duplicate_publish"` // JetStream had the event already: the answer is the earlier one
-	Outcome     string   `json:"outcome"`           // created, unchanged, rejected or no_answer
-	ContentHash string   `json:"content_hash,omitempty"`
-	Labels      []string `json:"labels,omitempty"`
-	ReasonCode  string   `json:"reason_code,omitempty"`
-	Reason      string   `json:"reason,omitempty"`
+	Source    string `json:"source"`
+	Index     int    `json:"index"`
+	Line      int    `json:"line,omitempty"`
+	PromptID  string `json:"prompt_id,omitempty"`
+	ToolName  string `json:"tool_name,omitempty"`
+	Version   int    `json:"version,omitempty"` // as stored (the indexer assigns omitted ones)
+	EventID   string `json:"event_id"`
+	Duplicate bool   `json:"duplicate_publish"` // JetStream had the event already: nothing was stored again
+	Outcome   string `json:"outcome"`           // created, unchanged, rejected or no_answer: what this run did
+	// EarlierOutcome is, for a duplicate publish, what the indexer
+	// answered the earlier publish of the same event (created, say).
+	EarlierOutcome string   `json:"earlier_outcome,omitempty"`
+	ContentHash    string   `json:"content_hash,omitempty"`
+	Labels         []string `json:"labels,omitempty"`
+	ReasonCode     string   `json:"reason_code,omitempty"`
+	Reason         string   `json:"reason,omitempty"`
 }
 
 // catalogReport is what seed and register print with --json.
@@ -208,6 +211,7 @@ type catalogReport struct {
 	Unchanged  int           `json:"unchanged"`
 	Rejected   int           `json:"rejected"`
 	NoAnswer   int           `json:"no_answer"`
+	Duplicates int           `json:"duplicate_publishes"` // of the unchanged: already published within the duplicate window
 	Items      []catalogItem `json:"items"`
 	TimedOutIn string        `json:"timeout,omitempty"`
 }
@@ -301,6 +305,12 @@ func publishCatalog(ctx context.Context, e Env, cfg config.Config, c catalog, te
 		if a, ok := ans.get(ids[i]); ok {
 			applyAnswer(&it, a)
 		}
+		if it.Duplicate && (it.Outcome == outcomeCreated || it.Outcome == outcomeUnchanged) {
+			// The answer is the earlier publish's: this run changed
+			// nothing.
+			it.EarlierOutcome, it.Outcome = it.Outcome, outcomeUnchanged
+			rep.Duplicates++
+		}
 		switch it.Outcome {
 		case outcomeCreated:
 			rep.Created++
@@ -374,7 +384,11 @@ func printCatalogReport(w io.Writer, c catalog, rep catalogReport, timeout time.
 			detail = "event " + it.EventID
 		}
 		if it.Duplicate {
-			detail += " (published earlier in the duplicate window: its answer)"
+			detail += " (already published within the duplicate window"
+			if it.EarlierOutcome != "" {
+				detail += ": " + it.EarlierOutcome + " then"
+			}
+			detail += ")"
 		}
 		outcome := it.Outcome
 		if outcome == outcomeNoAnswer {
@@ -383,8 +397,12 @@ func printCatalogReport(w io.Writer, c catalog, rep catalogReport, timeout time.
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", outcome, name, where, strings.TrimSpace(detail))
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "%d %ss for tenant %s: %d created, %d unchanged, %d rejected, %d without an answer\n",
-		len(rep.Items), c.noun, rep.Tenant, rep.Created, rep.Unchanged, rep.Rejected, rep.NoAnswer)
+	dups := ""
+	if rep.Duplicates > 0 {
+		dups = fmt.Sprintf(" (%d already published within the duplicate window: nothing stored again)", rep.Duplicates)
+	}
+	fmt.Fprintf(w, "%d %ss for tenant %s: %d created, %d unchanged%s, %d rejected, %d without an answer\n",
+		len(rep.Items), c.noun, rep.Tenant, rep.Created, rep.Unchanged, dups, rep.Rejected, rep.NoAnswer)
 	if rep.NoAnswer > 0 {
 		fmt.Fprintf(w, "no answer within %s: is the indexer running (`make dev` runs it)? `agentq dlq --consumer indexer` lists what it could not process; --timeout waits longer\n", timeout)
 	}

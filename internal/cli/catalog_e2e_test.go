@@ -29,25 +29,27 @@ var (
 
 // seedReport is what prompt seed and tool register print with --json.
 type seedReport struct {
-	Tenant    string `json:"tenant"`
-	Created   int    `json:"created"`
-	Unchanged int    `json:"unchanged"`
-	Rejected  int    `json:"rejected"`
-	NoAnswer  int    `json:"no_answer"`
-	Items     []struct {
-		Source      string   `json:"source"`
-		Index       int      `json:"index"`
-		Line        int      `json:"line"`
-		PromptID    string   `json:"prompt_id"`
-		ToolName    string   `json:"tool_name"`
-		Version     int      `json:"version"`
-		EventID     string   `json:"event_id"`
-		Duplicate   bool     `json:"duplicate_publish"`
-		Outcome     string   `json:"outcome"`
-		ContentHash string   `json:"content_hash"`
-		Labels      []string `json:"labels"`
-		ReasonCode  string   `json:"reason_code"`
-		Reason      string   `json:"reason"`
+	Tenant     string `json:"tenant"`
+	Created    int    `json:"created"`
+	Unchanged  int    `json:"unchanged"`
+	Rejected   int    `json:"rejected"`
+	NoAnswer   int    `json:"no_answer"`
+	Duplicates int    `json:"duplicate_publishes"`
+	Items      []struct {
+		Source         string   `json:"source"`
+		Index          int      `json:"index"`
+		Line           int      `json:"line"`
+		PromptID       string   `json:"prompt_id"`
+		ToolName       string   `json:"tool_name"`
+		Version        int      `json:"version"`
+		EventID        string   `json:"event_id"`
+		Duplicate      bool     `json:"duplicate_publish"`
+		Outcome        string   `json:"outcome"`
+		EarlierOutcome string   `json:"earlier_outcome"`
+		ContentHash    string   `json:"content_hash"`
+		Labels         []string `json:"labels"`
+		ReasonCode     string   `json:"reason_code"`
+		Reason         string   `json:"reason"`
 	} `json:"items"`
 }
 
@@ -117,13 +119,24 @@ func TestPromptSeedActivateEndToEnd(t *testing.T) {
 	require.Len(t, firstEventIDs, 6)
 	require.Equal(t, uint64(6), countSubject(t, n.JS, subject))
 
-	// Again at once: the same event ids, dropped by JetStream; the answers
-	// are the earlier ones, read back from the stream.
+	// Again at once: the same event ids, dropped by JetStream; nothing is
+	// created by this run, and the report says so (the earlier answers,
+	// read back from the stream, said "created" for the earlier run).
 	code, out, errOut = run(ctx, client, "", "prompt", "seed", examplePrompts, "--tenant", tenant, "--timeout", "60s")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "6 prompts for tenant "+tenant+": 6 created, 0 unchanged, 0 rejected, 0 without an answer")
-	require.Regexp(t, `(?m)^created\s+support-answer@1\s+\S+prompts\.yaml#1\s+hash [0-9a-f]{12} \(published earlier in the duplicate window: its answer\)$`, out)
+	require.Contains(t, out, "6 prompts for tenant "+tenant+": 0 created, 6 unchanged (6 already published within the duplicate window: nothing stored again), 0 rejected, 0 without an answer")
+	require.Regexp(t, `(?m)^unchanged\s+support-answer@1\s+\S+prompts\.yaml#1\s+hash [0-9a-f]{12} \(already published within the duplicate window: created then\)$`, out)
 	require.Equal(t, uint64(6), countSubject(t, n.JS, subject), "nothing new was stored")
+	code, out, errOut = run(ctx, client, "", "prompt", "seed", examplePrompts, "--tenant", tenant, "--json")
+	require.Equal(t, 0, code, errOut)
+	rep = decodeReport(t, out)
+	require.Equal(t, []int{0, 6, 0, 0, 6}, []int{rep.Created, rep.Unchanged, rep.Rejected, rep.NoAnswer, rep.Duplicates}, out)
+	for _, it := range rep.Items {
+		require.True(t, it.Duplicate)
+		require.Equal(t, "unchanged", it.Outcome)
+		require.Equal(t, "created", it.EarlierOutcome, "what the earlier publish got")
+		require.True(t, firstEventIDs[it.EventID])
+	}
 
 	// A conflicting version is rejected with the indexer's reason; a
 	// version left out becomes the next one; the file's other entry is
@@ -375,8 +388,11 @@ func TestCatalogUsage(t *testing.T) {
 		{[]string{"prompt"}, 2, "agentq prompt: a subcommand is required (seed, get, search, activate)", []string{"subcommands:", "seed", "activate"}},
 		{[]string{"prompt", "nope"}, 2, `agentq prompt: unknown subcommand "nope" (seed, get, search, activate)`, nil},
 		{[]string{"prompt", "-h"}, 0, "usage: agentq prompt seed|get|search|activate [args] [flags]", []string{"AGENTQ_TENANT", "search     search prompts"}},
-		{[]string{"tool"}, 2, "agentq tool: a subcommand is required (register, search)", nil},
-		{[]string{"tool", "help"}, 0, "usage: agentq tool register|search [args] [flags]", []string{"register", "search"}},
+		{[]string{"tool"}, 2, "agentq tool: a subcommand is required (register, search, health, release)", nil},
+		{[]string{"tool", "help"}, 0, "usage: agentq tool register|search|health|release [args] [flags]", []string{"register", "search", "health", "release"}},
+		{[]string{"tool", "release"}, 2, "agentq tool release: NAME is required, got 0 arguments", nil},
+		{[]string{"tool", "release", "x", "--tenant", "Bad!"}, 2, `agentq tool release: tenant "Bad!" does not match [a-z0-9_-]{1,64}`, nil},
+		{[]string{"tool", "health", "extra"}, 2, "agentq tool health: unexpected arguments [extra]", nil},
 		{[]string{"prompt", "seed"}, 2, "agentq prompt seed: FILE or DIR is required (- reads stdin)", []string{"usage: agentq prompt seed FILE|DIR", "-timeout"}},
 		{[]string{"prompt", "seed", "a", "b"}, 2, "agentq prompt seed: one FILE or DIR, got 2 arguments", nil},
 		{[]string{"prompt", "seed", "a", "--tenant", "Bad!"}, 2, `agentq prompt seed: tenant "Bad!" does not match [a-z0-9_-]{1,64}`, nil},

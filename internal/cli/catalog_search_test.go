@@ -179,7 +179,7 @@ func TestPromptGetSearchEndToEnd(t *testing.T) {
 	lines := strings.Split(out, "\n")
 	require.Equal(t, "retrieval: hybrid", lines[0])
 	require.Regexp(t, `^RANK\s+TOOL\s+SERVER\s+STATE\s+SCORE\s+SIMILARITY\s+QUALITY\s+RECENCY\s+USAGE\s+DESCRIPTION$`, lines[1])
-	require.Regexp(t, `^1\s+send_email\s+mail\s+-\s+\d\.\d{3}\s+\d\.\d{3}\s+0\.500\s+\d\.\d{3}\s+0\.000\s+Send an email from the support address`, lines[2])
+	require.Regexp(t, `^1\s+send_email\s+mail\s+-\s+\d\.\d{3}\s+\d\.\d{3}\s+0\.250\s+\d\.\d{3}\s+0\.000\s+Send an email from the support address`, lines[2])
 	out = tools("send an email to a customer", "--exclude", "send_email", "--exclude", "kb_search", "--limit", "3")
 	require.NotContains(t, out, "send_email")
 	require.NotContains(t, out, "kb_search")

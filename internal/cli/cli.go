@@ -98,7 +98,7 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintln(w, "\nConfiguration comes from AGENTQ_* environment variables (see README); run `agentq <command> -h` for flags.")
+	fmt.Fprintln(w, "\nConfiguration comes from AGENTQ_* environment variables (docs/operations.md); run `agentq <command> -h` for flags.")
 }
 
 // parseError keeps -h a success and makes any other flag error a usage error

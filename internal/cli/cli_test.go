@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -175,7 +177,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"publish"}, 2, "-tenant"},
 		{[]string{"replay", "--consumer", "scorer"}, 2, "--yes"},
 		{[]string{"replay", "--consumer", "rater", "--yes"}, 2, "rebuilding the rater re-rates every event with the rules"},
-		{[]string{"replay", "--consumer", "degrader", "--yes"}, 2, `cannot rebuild "degrader"`},
+		{[]string{"replay", "--consumer", "lab", "--yes"}, 2, `cannot rebuild "lab"`},
+		{[]string{"alerts", "--tenant", "Bad!"}, 2, `tenant "Bad!" does not match`},
+		{[]string{"alerts", "extra"}, 2, "unexpected arguments"},
 		{[]string{"migrate"}, 1, "AGENTQ_DATABASE_URL is not set"},
 	}
 	for _, tc := range tests {
@@ -308,7 +312,7 @@ func TestDLQRedrive(t *testing.T) {
 	// A valid event the scorer dead-lettered while it had a bug, as the
 	// runner stores it: original headers and data plus the reason.
 	tenant := testenv.Tenant(t)
-	ev, err := bus.NewEvent(quality.TypeToolExecuted, tenant, "test", map[string]any{"tool_name": "search", "success": true})
+	ev, err := bus.NewEvent(quality.TypeToolExecuted, tenant, "test", map[string]any{"tool_name": "search", "success": true, "output": "3 results"})
 	require.NoError(t, err)
 	orig, err := bus.Encode(ev)
 	require.NoError(t, err)
@@ -340,6 +344,36 @@ func TestDLQRedrive(t *testing.T) {
 		m, err := quality.Get(ctx, pool, quality.Key{Tenant: tenant, Target: quality.TargetTool, ID: "search"})
 		return err == nil && m != nil && m.TotalCalls == 1
 	}, "the redriven event was scored")
+
+	// The redrive is for the scorer alone: the rater, which handles
+	// tool.executed too, acks it without rating it. An event published
+	// after it shows the rater has gone past it.
+	facts, err := js.Stream(ctx, bus.StreamName)
+	require.NoError(t, err)
+	again, err := facts.GetLastMsgForSubject(ctx, orig.Subject)
+	require.NoError(t, err)
+	require.Equal(t, "scorer", again.Header.Get(bus.HeaderRedriveFor))
+	code, out, errOut = run(ctx, client, "", "publish", "--tenant", tenant, "--type", "tool.executed", "--data", `{"tool_name":"later","success":true,"output":"done"}`)
+	require.Equal(t, 0, code, errOut)
+	later := regexp.MustCompile(`id=(\S+)`).FindStringSubmatch(out)[1]
+	ratedSubject := "tool.rated." + tenant
+	causes := func() map[string]bool {
+		got := map[string]bool{}
+		cons, err := js.OrderedConsumer(ctx, bus.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{ratedSubject}})
+		require.NoError(t, err)
+		for {
+			m, err := cons.Next(jetstream.FetchMaxWait(200 * time.Millisecond))
+			if err != nil {
+				return got
+			}
+			ev, err := bus.Decode(m.Headers(), m.Data())
+			require.NoError(t, err)
+			got[bus.Causation(ev)] = true
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool { return causes()[later] }, "the rater rated the later event")
+	require.False(t, causes()[ev.ID()], "the rater did not rate the scorer's redrive")
+
 	code, out, _ = run(ctx, client, "", "dlq")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "no dead letters")
@@ -722,4 +756,120 @@ func TestDevStateFileNotWritable(t *testing.T) {
 	_, banner, stop := startDevBanner(t, context.Background(), env)
 	defer stop()
 	require.Contains(t, banner, "state      not written: set AGENTQ_NATS_URL and AGENTQ_DATABASE_URL in other terminals")
+}
+
+// Two agentq dev on one --data directory would share a NATS store (both
+// acking different events at one sequence) and a database: the second is
+// refused before it binds a port or touches the store, naming the first's
+// pid, and the first's state files stay as they were.
+func TestDevSecondInstanceOnSameDataRefused(t *testing.T) {
+	dir, cache := t.TempDir(), t.TempDir()
+	env := map[string]string{"AGENTQ_DATABASE_URL": testenv.DatabaseURL(t), "AGENTQ_METRICS_ADDR": "off", "AGENTQ_LOG_LEVEL": "warn", "XDG_CACHE_HOME": cache}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	natsURL, stop := startDev(t, ctx, env, "--data", dir)
+	defer stop()
+
+	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+	defer scancel()
+	code, out, errOut := run(sctx, env, "", "dev", "--nats-listen", "127.0.0.1:0", "--data", dir)
+	require.Equal(t, 1, code, "refused at once, not run until the deadline: %s", out)
+	require.NotContains(t, out, "agentq dev is running")
+	require.Contains(t, errOut, fmt.Sprintf("another agentq dev is running on this directory (pid %d)", os.Getpid()))
+	require.Contains(t, errOut, dir)
+	for _, p := range []string{filepath.Join(dir, "dev.json"), filepath.Join(cache, "agentq", "dev.json")} {
+		raw, err := os.ReadFile(p)
+		require.NoError(t, err, "the first instance's state file %s stays", p)
+		require.Contains(t, string(raw), natsURL, p)
+	}
+
+	// The first instance still works, alone on its store.
+	client := map[string]string{"AGENTQ_NATS_URL": natsURL}
+	code, out, errOut = run(ctx, client, "", "publish", "--tenant", testenv.Tenant(t), "--type", "tool.executed", "--data", `{"tool_name":"x","success":true}`)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "published")
+}
+
+// The banner's dev database URL works as printed with psql (libpq refuses
+// pgx's default_query_exec_mode), while the state file the agentq commands
+// read keeps the parameter PGlite needs for pgx.
+func TestDevBannerDatabaseURLForPsql(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the dev database")
+	}
+	cache := t.TempDir()
+	env := map[string]string{"AGENTQ_METRICS_ADDR": "off", "AGENTQ_LOG_LEVEL": "warn", "AGENTQ_PGLITE_DIR": os.Getenv("AGENTQ_PGLITE_DIR"), "XDG_CACHE_HOME": cache}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, banner, stop := startDevBanner(t, ctx, env)
+	defer stop()
+	m := regexp.MustCompile(`(?m)^  database   (postgres://\S+)$`).FindStringSubmatch(banner)
+	require.NotNil(t, m, banner)
+	u, err := url.Parse(m[1])
+	require.NoError(t, err)
+	for k := range u.Query() {
+		require.Contains(t, []string{"sslmode", "connect_timeout", "application_name"}, k, "a parameter libpq (psql) does not know: %s", m[1])
+	}
+	st, err := os.ReadFile(filepath.Join(cache, "agentq", "dev.json"))
+	require.NoError(t, err)
+	require.Contains(t, string(st), "default_query_exec_mode=exec", "agentq commands still get the parameter pgx needs with PGlite")
+
+	psql, err := exec.LookPath("psql")
+	if err != nil {
+		t.Skip("psql is not installed")
+	}
+	out, err := exec.CommandContext(ctx, psql, m[1], "-XAtc", "select 41 + 1").CombinedOutput()
+	require.NoError(t, err, "psql %q: %s", m[1], out)
+	require.Equal(t, "42", strings.TrimSpace(string(out)))
+}
+
+// Flags may follow the subjects (`tail SUBJECT --all --count 2` used to
+// take the flags for subjects and wait forever).
+func TestTailFlagsAfterSubjects(t *testing.T) {
+	n := testenv.StartNATS(t)
+	tenant := testenv.Tenant(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := map[string]string{"AGENTQ_NATS_URL": n.URL}
+	for _, tool := range []string{"first", "second", "third"} {
+		code, _, errOut := run(ctx, client, "", "publish", "--tenant", tenant, "--type", "tool.executed", "--data", `{"tool_name":"`+tool+`","success":true}`)
+		require.Equal(t, 0, code, errOut)
+	}
+	code, out, errOut := run(ctx, client, "", "tail", "tool.executed."+tenant, "--all", "--count", "2")
+	require.NoError(t, ctx.Err(), "tail returned after 2 events, not at the deadline")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, errOut, "tailing tool.executed."+tenant+" ...")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, out)
+	require.Contains(t, lines[0], `"tool_name":"first"`)
+	require.Contains(t, lines[1], `"tool_name":"second"`)
+}
+
+// A subject no stream holds, or on which agentq publishes no event, is
+// refused with what the subjects are, instead of being followed forever in
+// silence.
+func TestTailRefusesUnknownSubjects(t *testing.T) {
+	tests := []struct {
+		subject string
+		want    string
+	}{
+		{"foo.bar.demo", `no stream holds subject "foo.bar.demo": stream AGENTQ holds prompt.>, tool.>`},
+		{"search.tools.demo", `no stream holds subject "search.tools.demo"`},
+		{"quality.changed", `no agentq event is published on "quality.changed": subjects are <domain>.<event>.<tenant>`},
+		{"quality.chnged.demo", `no agentq event is published on "quality.chnged.demo"`},
+		{"tool.executed.demo.extra", `no agentq event is published on "tool.executed.demo.extra"`},
+		{"quality.changed.Demo", `no agentq event is published on "quality.changed.Demo": "Demo" is not a tenant id`},
+		{"quality..demo", `subject "quality..demo" is not a NATS subject`},
+		{"tool.>.demo", `subject "tool.>.demo" is not a NATS subject`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.subject, func(t *testing.T) {
+			// No server: refused before connecting.
+			code, out, errOut := run(context.Background(), map[string]string{"AGENTQ_NATS_URL": "nats://127.0.0.1:1"}, "", "tail", "quality.changed.demo", tc.subject, "--count", "1")
+			require.Equal(t, 2, code, errOut)
+			require.Empty(t, out)
+			first, _, _ := strings.Cut(errOut, "\n")
+			require.Contains(t, first, tc.want)
+		})
+	}
 }

@@ -48,16 +48,19 @@ func TestDegraderWalkthrough(t *testing.T) {
 	publish(true, 30)
 	publish(false, 12)
 
-	var out string
-	testenv.Eventually(t, time.Minute, func() bool {
-		code, out, _ = run(ctx, client, "", "alerts", "--tenant", tenant)
-		return code == 0 && strings.Contains(out, "degraded → quarantined")
-	}, "alerts show the quarantine; got:\n%s", out)
+	// --count waits for the alerts, as a script does.
+	code, out, errOut := run(ctx, client, "", "alerts", "--tenant", tenant, "--count", "2", "--timeout", "1m")
+	require.Equal(t, 0, code, errOut)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 2, out)
 	require.Contains(t, lines[0], tenant+" geo_lookup warning → degraded")
 	require.Contains(t, lines[1], "offence=1")
 
+	code, out, errOut = run(ctx, client, "", "alerts", "--tenant", tenant, "--json")
+	require.Equal(t, 0, code, errOut)
+	code, _, errOut = run(ctx, client, "", "alerts", "--tenant", tenant, "--count", "3", "--timeout", "1s")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "2 of 3 alerts within 1s")
 	code, out, errOut = run(ctx, client, "", "alerts", "--tenant", tenant, "--json")
 	require.Equal(t, 0, code, errOut)
 	var first map[string]any

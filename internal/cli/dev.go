@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,7 +41,9 @@ AGENTQ_DATABASE_URL is set), migrations and every consumer in one process,
 until Ctrl-C. While it runs, the other agentq commands in another terminal
 find it by itself: it leaves its NATS and database URLs in a state file,
 dev.json in the user's cache directory (and in the --data directory), removed
-on exit.`)
+on exit. A --data directory is locked while agentq dev runs on it: a second
+instance on the same directory is refused (it would share the NATS store and
+the database), and the lock goes with the process, however it ends.`)
 }
 
 func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
@@ -70,6 +74,19 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
 	}
 	if port == 0 {
 		port = -1 // any free port
+	}
+	// One agentq dev per data directory, checked before anything else:
+	// a second one would share the NATS store and the database, and the
+	// port clashes it would meet next say nothing of that.
+	if *data != "" {
+		if err := os.MkdirAll(*data, 0o755); err != nil {
+			return err
+		}
+		release, err := lockDataDir(*data)
+		if err != nil {
+			return err
+		}
+		defer release()
 	}
 	// Another agentq dev holding the ports is the usual cause of a clash.
 	other := ""
@@ -126,8 +143,10 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
 			return interrupted(err)
 		}
 		defer db.Close()
-		cfg.DatabaseURL = db.URL()
-		dbWhere = db.URL() + "\n             (PGlite dev database " + kind + ")"
+		cfg.DatabaseURL = db.URL() // with default_query_exec_mode=exec, which pgx needs with PGlite
+		// psql takes it as printed; agentq commands in other terminals
+		// find the pgx form in the state file.
+		dbWhere = db.PsqlURL() + "\n             (PGlite dev database " + kind + "; psql \"<url>\" works; as AGENTQ_DATABASE_URL add &default_query_exec_mode=exec)"
 	}
 	d, err := app.Start(ctx, cfg, "dev", log)
 	if err != nil {
@@ -145,7 +164,7 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
 
 	statePath := devStatePath(e, "") + " (agentq commands in other terminals use this instance)"
 	removeState, err := writeDevState(e, dirIf(persistent, dir), devState{
-		NATSURL: cfg.NATSURL, DatabaseURL: cfg.DatabaseURL, PID: os.Getpid(), StartedAt: time.Now().UTC(),
+		NATSURL: cfg.NATSURL, DatabaseURL: cfg.DatabaseURL, PID: os.Getpid(), StartedAt: time.Now().UTC(), DataDir: dirIf(persistent, dir),
 	})
 	if err != nil {
 		// Not fatal: the other commands then need AGENTQ_NATS_URL and
@@ -171,6 +190,7 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
 	if cfg.NATSURL != defaultOf("AGENTQ_NATS_URL") {
 		prefix = "AGENTQ_NATS_URL=" + cfg.NATSURL + " "
 	}
+	prefix += runningCommand()
 	fmt.Fprintf(e.Stdout, `agentq dev is running. Ctrl-C stops it.
 
   NATS       %s   (JetStream, streams AGENTQ and AGENTQ_DLQ)
@@ -181,8 +201,8 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
   state      %s
 
 Try it, in another terminal:
-  %sgo run ./cmd/agentq tail quality.changed.demo tool.rated.demo &
-  %sgo run ./cmd/agentq publish --tenant demo --type tool.executed --data '{"tool_name":"web_search","success":true,"latency_ms":120,"input":{"query":"weather in Paris"},"output":"Paris: 21°C, sunny"}'
+  %s tail quality.changed.demo tool.rated.demo &
+  %s publish --tenant demo --type tool.executed --data '{"tool_name":"web_search","success":true,"latency_ms":120,"input":{"query":"weather in Paris"},"output":"Paris: 21°C, sunny"}'
 `, cfg.NATSURL, dbWhere, where, names, metricsURL(cfg.MetricsAddr), statePath, prefix, prefix)
 	err = app.Run(ctx, d, Consumers...)
 	fmt.Fprintln(e.Stdout, "agentq dev stopped.")
@@ -191,6 +211,41 @@ Try it, in another terminal:
 		return nil
 	}
 	return err
+}
+
+// runningCommand is how a person runs the agentq that is running, from
+// the working directory (see selfCommand).
+func runningCommand() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "agentq"
+	}
+	wd, _ := os.Getwd()
+	onPath, _ := exec.LookPath("agentq")
+	if onPath != "" {
+		onPath, _ = filepath.Abs(onPath)
+	}
+	return selfCommand(exe, wd, onPath)
+}
+
+// selfCommand is how the banner's examples run the binary at exe:
+// bin/agentq after make dev (relative to the working directory wd),
+// "agentq" when it is the one on PATH (onPath), go run when go run built
+// it in a temporary directory that is gone once it exits, else its path.
+func selfCommand(exe, wd, onPath string) string {
+	if slices.ContainsFunc(strings.Split(filepath.ToSlash(exe), "/"), func(e string) bool { return strings.HasPrefix(e, "go-build") }) {
+		return "go run ./cmd/agentq"
+	}
+	if exe == onPath {
+		return "agentq"
+	}
+	if rel, err := filepath.Rel(wd, exe); err == nil && wd != "" && !strings.HasPrefix(rel, "..") {
+		if !strings.ContainsRune(rel, filepath.Separator) {
+			rel = "." + string(filepath.Separator) + rel
+		}
+		return rel
+	}
+	return exe
 }
 
 func dirIf(ok bool, dir string) string {

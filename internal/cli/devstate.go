@@ -26,6 +26,8 @@ type devState struct {
 	DatabaseURL string    `json:"database_url"`
 	PID         int       `json:"pid"`
 	StartedAt   time.Time `json:"started_at"`
+	// DataDir is the --data directory, "" for a temporary one.
+	DataDir string `json:"data_dir,omitempty"`
 }
 
 // devStatePath is where agentq dev writes its state and the other commands
@@ -50,7 +52,10 @@ func devStatePath(e Env, dataDir string) string {
 // writeDevState records st where the other commands look: in the data
 // directory if there is one, and always at the default path, so that a
 // client without AGENTQ_DATA_DIR finds an instance started with --data too.
-// remove deletes the files that still describe this instance.
+// remove deletes the files that still describe this instance; where one
+// replaced the state of another agentq dev that still runs (the default
+// path, shared by instances on different data directories), it puts that
+// state back instead, so stopping one instance never hides another.
 func writeDevState(e Env, dataDir string, st devState) (remove func(), err error) {
 	paths := []string{devStatePath(e, "")}
 	if dataDir != "" {
@@ -65,15 +70,28 @@ func writeDevState(e Env, dataDir string, st devState) (remove func(), err error
 	}
 	raw := buf.Bytes()
 	var written []string
+	replaced := map[string][]byte{} // path: the live instance's state it held
 	remove = func() {
 		for _, p := range written {
 			// Another agentq dev may have taken the default path since.
-			if cur, err := readDevState(p); err == nil && cur.PID == st.PID && cur.StartedAt.Equal(st.StartedAt) {
-				_ = os.Remove(p)
+			cur, err := readDevState(p)
+			if err != nil || !cur.same(st) {
+				continue
 			}
+			if prev, ok := replaced[p]; ok {
+				if old, err := parseDevState(prev); err == nil && old.running(e) && writeFileAtomic(p, prev) == nil {
+					continue
+				}
+			}
+			_ = os.Remove(p)
 		}
 	}
 	for _, p := range paths {
+		if prev, err := os.ReadFile(p); err == nil {
+			if old, err := parseDevState(prev); err == nil && !old.same(st) && old.running(e) {
+				replaced[p] = prev
+			}
+		}
 		if err := writeFileAtomic(p, raw); err != nil {
 			remove()
 			return nil, fmt.Errorf("dev state file: %w", err)
@@ -82,6 +100,23 @@ func writeDevState(e Env, dataDir string, st devState) (remove func(), err error
 	}
 	return remove, nil
 }
+
+// running reports whether the instance s describes still runs: its
+// process lives and, if it has a data directory, the state file there
+// still describes it (it removes that file when it stops).
+func (s devState) running(e Env) bool {
+	if s.PID <= 0 || !processAlive(s.PID) {
+		return false
+	}
+	if s.DataDir == "" {
+		return true
+	}
+	cur, err := readDevState(devStatePath(e, s.DataDir))
+	return err == nil && cur.same(s)
+}
+
+// same reports whether s and o describe one instance.
+func (s devState) same(o devState) bool { return s.PID == o.PID && s.StartedAt.Equal(o.StartedAt) }
 
 // writeFileAtomic writes through a temporary file and a rename, so a
 // reader never sees half a file. 0600: the database URL may hold a
@@ -108,15 +143,21 @@ func writeFileAtomic(path string, data []byte) error {
 }
 
 func readDevState(path string) (devState, error) {
-	var st devState
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return st, err
+		return devState{}, err
 	}
-	if err := json.Unmarshal(raw, &st); err != nil {
+	st, err := parseDevState(raw)
+	if err != nil {
 		return st, fmt.Errorf("%s: %w", path, err)
 	}
 	return st, nil
+}
+
+func parseDevState(raw []byte) (devState, error) {
+	var st devState
+	err := json.Unmarshal(raw, &st)
+	return st, err
 }
 
 // liveDevState returns the state of a running agentq dev and the file it

@@ -38,7 +38,7 @@ func TestDevStatePath(t *testing.T) {
 func TestDevStateWriteFindRemove(t *testing.T) {
 	cache, data := t.TempDir(), t.TempDir()
 	e := testEnv(map[string]string{"XDG_CACHE_HOME": cache}, nil)
-	st := devState{NATSURL: "nats://127.0.0.1:1234", DatabaseURL: "postgres://x", PID: os.Getpid(), StartedAt: time.Now().UTC()}
+	st := devState{NATSURL: "nats://127.0.0.1:1234", DatabaseURL: "postgres://x", PID: os.Getpid(), StartedAt: time.Now().UTC(), DataDir: data}
 	remove, err := writeDevState(e, data, st)
 	require.NoError(t, err)
 	for _, p := range []string{filepath.Join(data, "dev.json"), filepath.Join(cache, "agentq", "dev.json")} {
@@ -124,3 +124,36 @@ func TestNATSAndDatabaseURLPrecedence(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// A second agentq dev (another data directory) takes the default path while
+// the first runs; when the second stops, the default path describes the
+// first again: stopping one instance never deletes another's state.
+func TestDevStateSecondInstanceStopKeepsFirst(t *testing.T) {
+	cache, dataA, dataB := t.TempDir(), t.TempDir(), t.TempDir()
+	e := testEnv(map[string]string{"XDG_CACHE_HOME": cache}, nil)
+	a := devState{NATSURL: "nats://127.0.0.1:1111", DatabaseURL: "postgres://a", PID: os.Getpid(), StartedAt: time.Now().UTC(), DataDir: dataA}
+	removeA, err := writeDevState(e, dataA, a)
+	require.NoError(t, err)
+	b := devState{NATSURL: "nats://127.0.0.1:2222", DatabaseURL: "postgres://b", PID: os.Getpid(), StartedAt: a.StartedAt.Add(time.Second), DataDir: dataB}
+	removeB, err := writeDevState(e, dataB, b)
+	require.NoError(t, err)
+	def := filepath.Join(cache, "agentq", "dev.json")
+	got, err := readDevState(def)
+	require.NoError(t, err)
+	require.Equal(t, b.NATSURL, got.NATSURL, "the newest instance is the default")
+
+	removeB()
+	require.NoFileExists(t, filepath.Join(dataB, "dev.json"))
+	got, err = readDevState(def)
+	require.NoError(t, err, "the first instance still runs: its state is back at the default path")
+	require.Equal(t, a.NATSURL, got.NATSURL)
+	require.Equal(t, a.DatabaseURL, got.DatabaseURL)
+	require.True(t, a.StartedAt.Equal(got.StartedAt))
+	got, err = readDevState(filepath.Join(dataA, "dev.json"))
+	require.NoError(t, err)
+	require.Equal(t, a.NATSURL, got.NATSURL)
+
+	removeA()
+	require.NoFileExists(t, def)
+	require.NoFileExists(t, filepath.Join(dataA, "dev.json"))
+}

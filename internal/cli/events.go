@@ -22,7 +22,7 @@ func init() {
 	register("publish", "publish one event (data from --data or stdin), validated against its schema", runPublish)
 	register("tail", "print events from the stream as they arrive (subjects default to every fact)", runTail)
 	register("dlq", "list dead letters with their reasons; redrive them after a fix, or discard them", runDLQ)
-	describe("publish", "--tenant T --type TYPE [--data JSON] [flags]", `Publishes one event to stream AGENTQ after checking its data against the
+	describe("publish", "--tenant T --type TYPE [--data JSON] [--repeat N] [flags]", `Publishes one event to stream AGENTQ after checking its data against the
 type's JSON schema (schemas/). The data comes from --data, or from stdin
 when --data is absent. A short type such as tool.executed means
 agentq.tool.executed.v1.`)
@@ -35,16 +35,19 @@ the shell). For example:
   quality.changed.demo   the quality changes of tenant demo
   'tool.>'               every tool event of every tenant
   'tool.*.demo'          every tool event of tenant demo
-Without arguments every fact is followed (prompt.>, tool.>, quality.>, ...).`)
+Without arguments every fact is followed (prompt.>, tool.>, quality.>, ...).
+A subject on which agentq publishes nothing is refused. Flags may come
+before or after the subjects.`)
 	describe("dlq", "[--consumer C] [--reason CODE] [--seq N] [--redrive | --discard] [--json]", `Lists the dead letters in stream AGENTQ_DLQ, newest last, one line each:
 sequence, time, consumer, original subject, event id and type, reason code,
 deliveries and the reason. A dead letter marked "payload by reference" holds
 only the reason; its event is the message at that sequence in stream AGENTQ.
 
 After fixing the cause, --redrive republishes the selected dead letters to
-their original subjects (a consumer that applied an event already skips it
-by its id) and removes them from the DLQ; --discard deletes them. Both act on
-every dead letter the filters select, regardless of --limit.`)
+their original subjects for the consumer that dead-lettered them (header
+Agentq-Redrive-For: the other consumers ack the copy without handling it)
+and removes them from the DLQ; --discard deletes them. Both act on every
+dead letter the filters select, regardless of --limit.`)
 }
 
 // connect connects to cfg.NATSURL; callers resolve it with natsURL first,
@@ -77,6 +80,7 @@ func runPublish(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger,
 	data := fs.String("data", "", "event data as JSON (default: read from stdin)")
 	source := fs.String("source", "agentq-cli", "CloudEvents source")
 	id := fs.String("id", "", "event id (default: a new UUIDv7)")
+	repeat := fs.Int("repeat", 1, "publish this many events with the same data, each with a new id (a quick way to simulate traffic)")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
@@ -89,6 +93,10 @@ func runPublish(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger,
 		return usageError(e, fs, "publish", "--type is required")
 	case fs.NArg() > 0:
 		return usageError(e, fs, "publish", "unexpected argument %q (the data goes in --data or on stdin)", fs.Arg(0))
+	case *repeat < 1 || *repeat > 100000:
+		return usageError(e, fs, "publish", "--repeat must be 1 to 100000")
+	case *repeat > 1 && *id != "":
+		return usageError(e, fs, "publish", "--id names one event; it excludes --repeat")
 	}
 	raw := []byte(*data)
 	if *data == "" {
@@ -118,7 +126,20 @@ func runPublish(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger,
 		return err
 	}
 	defer nc.Close()
-	ack, err := bus.NewPublisher(js, reg).Publish(ctx, ev)
+	pub := bus.NewPublisher(js, reg)
+	if *repeat > 1 {
+		// The first in full, then the rest in order, each with its own id.
+		for i := 1; i < *repeat; i++ {
+			if _, err := pub.Publish(ctx, ev); err != nil {
+				return err
+			}
+			if ev, err = bus.NewEvent(fullType(*typ), *tenant, *source, obj); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(e.Stdout, "published %d more %s events before this one\n", *repeat-1, ev.Type())
+	}
+	ack, err := pub.Publish(ctx, ev)
 	if err != nil {
 		return err
 	}
@@ -135,12 +156,24 @@ func runTail(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger, ar
 	fs := flags("tail", e)
 	all := fs.Bool("all", false, "start from the stream's first event instead of new ones")
 	count := fs.Int("count", 0, "exit after this many events (0: run until Ctrl-C)")
-	if err := fs.Parse(args); err != nil {
-		return parseError(err)
+	// Flags may come after the subjects too: `tail quality.changed.demo
+	// --all` must not follow a subject named --all.
+	subjects, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
 	}
-	subjects := fs.Args()
 	if len(subjects) == 0 {
 		subjects = bus.FactSubjects
+	} else {
+		reg, err := schemas.Load()
+		if err != nil {
+			return err
+		}
+		for _, s := range subjects {
+			if err := checkTailSubject(reg, s); err != nil {
+				return usageError(e, fs, "tail", "%v", err)
+			}
+		}
 	}
 	cfg.NATSURL = natsURL(e, cfg)
 	nc, js, err := connect(cfg)
@@ -182,6 +215,50 @@ func runTail(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger, ar
 		fmt.Fprintf(e.Stdout, "%s %s tenant=%s id=%s%s %s\n", ev.Time().UTC().Format(time.RFC3339), ev.Type(), bus.Tenant(ev), ev.ID(), cause, compact(ev.Data()))
 	}
 	return nil
+}
+
+// checkTailSubject refuses a subject that would be followed in silence
+// forever: one no stream holds, or one on which agentq publishes no event
+// (a typo in the event's name, the tenant token forgotten).
+func checkTailSubject(reg *schemas.Registry, subject string) error {
+	toks := strings.Split(subject, ".")
+	for i, tok := range toks {
+		if tok == "" || (tok == ">" && i < len(toks)-1) || (len(tok) > 1 && strings.ContainsAny(tok, "*>")) || strings.ContainsAny(tok, " \t\r\n") {
+			return fmt.Errorf("subject %q is not a NATS subject (tokens separated by dots; * matches one token, > the rest, last)", subject)
+		}
+	}
+	held := false
+	for _, f := range bus.FactSubjects {
+		held = held || subjectsOverlap(toks, strings.Split(f, "."))
+	}
+	if !held {
+		return fmt.Errorf("no stream holds subject %q: stream %s holds %s", subject, bus.StreamName, strings.Join(bus.FactSubjects, ", "))
+	}
+	if len(toks) == 3 && toks[2] != "*" && toks[2] != ">" && !bus.ValidTenant(toks[2]) {
+		return fmt.Errorf("no agentq event is published on %q: %q is not a tenant id ([a-z0-9_-]{1,64})", subject, toks[2])
+	}
+	for _, typ := range reg.Types() {
+		// agentq.<domain>.<event>.v<N> is published on <domain>.<event>.<tenant>.
+		parts := strings.Split(typ, ".")
+		if len(parts) == 4 && subjectsOverlap(toks, []string{parts[1], parts[2], "*"}) {
+			return nil
+		}
+	}
+	return fmt.Errorf("no agentq event is published on %q: subjects are <domain>.<event>.<tenant>, e.g. quality.changed.demo or 'tool.*.demo'", subject)
+}
+
+// subjectsOverlap reports whether some subject matches both patterns.
+func subjectsOverlap(a, b []string) bool {
+	for i := 0; ; i++ {
+		switch {
+		case i == len(a) || i == len(b):
+			return len(a) == len(b)
+		case a[i] == ">" || b[i] == ">":
+			return true
+		case a[i] != b[i] && a[i] != "*" && b[i] != "*":
+			return false
+		}
+	}
 }
 
 func compact(b []byte) string {
@@ -395,6 +472,11 @@ func redriveDeadLetters(ctx context.Context, e Env, js jetstream.JetStream, dlq 
 			}
 		}
 		m.Data = data
+		if l.Consumer != "" {
+			// For the consumer that failed only: the others applied the
+			// original already, and ack this copy without handling it.
+			m.Header.Set(bus.HeaderRedriveFor, l.Consumer)
+		}
 		// No Nats-Msg-Id: the original id may still be in the duplicate
 		// window, and this copy must be stored. Consumers that applied the
 		// event already recognise it by its id in their inbox.

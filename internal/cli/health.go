@@ -24,13 +24,14 @@ import (
 
 func init() {
 	register("alerts", "tool health alerts (degraded, quarantined, recovered) as readable lines; --follow for new ones", runAlerts)
-	describe("alerts", "[--tenant T] [--since D] [--follow] [--json]", `Prints the degrader's transitions from stream AGENTQ, oldest first, one line
+	describe("alerts", "[--tenant T] [--since D] [--follow | --count N [--timeout D]] [--json]", `Prints the degrader's transitions from stream AGENTQ, oldest first, one line
 each: time, tenant, tool, previous → new state, why, and the figures behind
 it (quality, evidence, offence, expiry). Without --tenant every tenant's.
 
 --since limits the history to the last D (e.g. 24h); --follow keeps
-printing new transitions until Ctrl-C. --json prints one JSON object per
-line with the event's id and cause.`)
+printing new transitions until Ctrl-C; --count N waits until N have been
+printed (at most --timeout, default 1m), for scripts. --json prints one
+JSON object per line with the event's id and cause.`)
 	describe("tool health", "[--tenant T | --all-tenants] [--json]", `Prints every tool the degrader knows, with its state, recent quality (share
 of good outcomes), baseline failure rate, outcomes seen, evidence against
 it (1.0 raises an alert), offences and, in quarantine or probation, when
@@ -84,6 +85,8 @@ func runAlerts(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger, 
 	tenant := fs.String("tenant", "", "only this tenant's alerts (default: every tenant)")
 	since := fs.Duration("since", 0, "only alerts of the last D (0: the whole history)")
 	follow := fs.Bool("follow", false, "keep printing new alerts until Ctrl-C")
+	count := fs.Int("count", 0, "wait until this many alerts have been printed, then exit (0: print what there is)")
+	timeout := fs.Duration("timeout", time.Minute, "with --count: give up after this long")
 	asJSON := fs.Bool("json", false, "one JSON object per line")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -91,6 +94,14 @@ func runAlerts(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger, 
 	}
 	if len(pos) > 0 {
 		return usageError(e, fs, "alerts", "unexpected arguments %v", pos)
+	}
+	if *count < 0 || (*count > 0 && *follow) {
+		return usageError(e, fs, "alerts", "--count must be positive and excludes --follow")
+	}
+	if *count > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
 	}
 	tok := "*"
 	if *tenant != "" {
@@ -120,7 +131,8 @@ func runAlerts(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger, 
 		return fmt.Errorf("alerts: %w", err)
 	}
 	pending := info.NumPending
-	if pending == 0 && !*follow {
+	keepGoing := *follow || *count > 0
+	if pending == 0 && !keepGoing {
 		if !*asJSON {
 			fmt.Fprintln(e.Stderr, "no alerts")
 		}
@@ -131,9 +143,18 @@ func runAlerts(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger, 
 		return err
 	}
 	go func() { <-ctx.Done(); it.Stop() }()
-	for *follow || pending > 0 {
+	for printed := 0; ; printed++ {
+		if *count > 0 && printed >= *count {
+			return nil
+		}
+		if !keepGoing && pending == 0 {
+			return nil
+		}
 		m, err := it.Next()
 		if err != nil {
+			if *count > 0 && ctx.Err() != nil {
+				return fmt.Errorf("%d of %d alerts within %s", printed, *count, *timeout)
+			}
 			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				return nil
 			}
@@ -145,6 +166,7 @@ func runAlerts(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger, 
 		}
 		ev, err := bus.Decode(m.Headers(), m.Data())
 		if err != nil {
+			printed--
 			continue
 		}
 		a := alertLine{Time: ev.Time(), Tenant: bus.Tenant(ev), Type: ev.Type(), ID: ev.ID(), Cause: bus.Causation(ev)}
@@ -152,6 +174,7 @@ func runAlerts(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger, 
 			a.Time, a.Sequence = meta.Timestamp, meta.Sequence.Stream
 		}
 		if err := json.Unmarshal(ev.Data(), &a.Data); err != nil {
+			printed--
 			continue
 		}
 		if *asJSON {
@@ -162,7 +185,6 @@ func runAlerts(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger, 
 			fmt.Fprintln(e.Stdout, a.text())
 		}
 	}
-	return nil
 }
 
 func runToolHealth(ctx context.Context, e Env, cfg config.Config, args []string) error {

@@ -55,9 +55,9 @@ required, default, description}), tags, author, metadata. Every prompt is
 checked against the prompt.created schema before anything is published.
 
 Event ids derive from tenant, content and the stream's duplicate window, so
-seeding the same file twice within the window publishes nothing new (the
-earlier answers are reported), and seeding it again later is answered
-"unchanged".`)
+seeding the same file twice within the window publishes nothing new (each
+prompt is reported unchanged, with what the earlier seed got), and seeding
+it again later is answered "unchanged" by the indexer.`)
 	describe("prompt get", "ID [--version N | --label L] [--param K=V ...] [--params-json JSON] [--json]", `Asks the indexer for one prompt version (prompts.get.<tenant>) and prints
 its metadata and content; with parameters, also the content rendered with
 them. Without --version or --label the version labelled production is

@@ -41,8 +41,9 @@ input_schema (a JSON Schema object), server and tags. Every definition is
 checked against the tool.registered schema before anything is published.
 
 As with agentq prompt seed, registering the same definitions twice within
-the stream's duplicate window publishes nothing new (the earlier answers
-are reported); later they are answered "unchanged".`)
+the stream's duplicate window publishes nothing new (each is reported
+unchanged, with what the earlier register got); later they are answered
+"unchanged" by the indexer.`)
 	describe("tool search", "QUERY [--limit N] [--exclude NAME ...] [--min-quality Q] [--json]", `Searches the tool registry (search.tools.<tenant>): the tenant's tools and
 the _global ones, by meaning and by words, re-ranked by quality, recency and
 usage; quarantined tools are never returned. Prints a table, best first,

@@ -243,7 +243,7 @@ var Vars = []Var{
 	{"AGENTQ_SEARCH_INDEX_CHECK", "30s", "how often an indexer copy looks whether prompts' IVFFlat index should be rebuilt for the rows it covers (when they have grown or shrunk by half since it was built; without blocking writes or searches)"},
 	{"AGENTQ_SEARCH_PENDING_FLUSH", "1s", "how often each indexer copy merges the pending lists of the full-text (GIN) indexes into them: every search reads the whole list, which otherwise grows to 4 MB between merges and stays after a burst of writes until autovacuum; 0 leaves it to Postgres"},
 	{"AGENTQ_SEARCH_LEXICAL_CANDIDATES", "200", "full-text matches ranked per query form: bounds the lexical arm's cost"},
-	{"AGENTQ_SEARCH_NEUTRAL_QUALITY", "0.5", "quality given to a prompt or tool with no figures yet"},
+	{"AGENTQ_SEARCH_NEUTRAL_QUALITY", "0.25", "quality given to a prompt or tool with no figures yet: the scorer's quality for no observations"},
 	{"AGENTQ_SEARCH_EMBED_TIMEOUT", "1s", "longest wait for a query's embedding; past it the search answers from full text, flagged degraded"},
 	{"AGENTQ_SEARCH_CACHE_SIZE", "1024", "query embeddings kept in memory; -1 keeps none"},
 	{"AGENTQ_SEARCH_GET_CACHE_SIZE", "4096", "`prompts.get` answers kept in memory; -1 keeps none. An answer is dropped when its prompt gets a new version or a moved label (heard from the `prompt.indexed` results, by every indexer copy) and after `AGENTQ_SEARCH_GET_CACHE_TTL` at the latest"},

@@ -77,9 +77,9 @@ func TestOverrides(t *testing.T) {
 	require.Equal(t, 50, cfg.BatchSize)
 }
 
-// The README's configuration table lists every variable with its default.
-func TestREADMEDocumentsEveryVariable(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+// The operations docs' configuration table lists every variable with its default.
+func TestDocsListEveryVariable(t *testing.T) {
+	b, err := os.ReadFile("../../docs/operations.md")
 	require.NoError(t, err)
 	readme := string(b)
 	for _, v := range config.Vars {
@@ -87,7 +87,7 @@ func TestREADMEDocumentsEveryVariable(t *testing.T) {
 		if v.Default != "" {
 			def = "`" + v.Default + "`"
 		}
-		require.True(t, strings.Contains(readme, "| `"+v.Name+"` | "+def+" |"), "README lacks a row for %s with default %s", v.Name, def)
+		require.True(t, strings.Contains(readme, "| `"+v.Name+"` | "+def+" |"), "docs/operations.md lacks a row for %s with default %s", v.Name, def)
 	}
 }
 

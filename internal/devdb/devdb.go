@@ -251,7 +251,13 @@ func (s *Server) startLocked() error {
 // default_query_exec_mode=exec, which PGlite needs because all connections
 // share one backend (see the package documentation).
 func (s *Server) URL() string {
-	return fmt.Sprintf("postgres://postgres:postgres@127.0.0.1:%d/postgres?sslmode=disable&default_query_exec_mode=exec", s.port)
+	return s.PsqlURL() + "&default_query_exec_mode=exec"
+}
+
+// PsqlURL returns the connection string for libpq clients such as psql,
+// which refuse pgx's default_query_exec_mode: what a person is shown.
+func (s *Server) PsqlURL() string {
+	return fmt.Sprintf("postgres://postgres:postgres@127.0.0.1:%d/postgres?sslmode=disable", s.port)
 }
 
 // Port returns the TCP port the server listens on, on 127.0.0.1.

@@ -48,6 +48,7 @@ func TestStartInMemory(t *testing.T) {
 	ctx := testCtx(t)
 	s := start(t, Options{})
 	require.Contains(t, s.URL(), "default_query_exec_mode=exec")
+	require.Equal(t, s.URL(), s.PsqlURL()+"&default_query_exec_mode=exec", "the URL for people is the pgx one without pgx's parameter")
 
 	conn, err := pgx.Connect(ctx, s.URL())
 	require.NoError(t, err)

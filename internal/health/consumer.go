@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -62,7 +63,11 @@ type Degrader struct {
 	opts Options
 	fold *folder
 	log  zerolog.Logger
-	wake chan uint64
+	// stored is the highest sequence this copy stored; wake signals that
+	// it rose. The fold waits for the ack floor to pass it, so an event
+	// stored while a fold ran is folded right after, not a Poll later.
+	stored atomic.Uint64
+	wake   chan struct{}
 	// retry holds, per tenant whose fold failed, when to try again and the
 	// last pause, so a fold that keeps failing is not retried (and logged)
 	// on every poll.
@@ -77,7 +82,7 @@ type backoff struct {
 // New returns a degrader over pool publishing through out.
 func New(pool *pgxpool.Pool, out Sender, opts Options, log zerolog.Logger, observe func(string, []Transition)) *Degrader {
 	opts = opts.withDefaults()
-	return &Degrader{pool: pool, opts: opts, log: log, wake: make(chan uint64, 1), retry: map[string]backoff{},
+	return &Degrader{pool: pool, opts: opts, log: log, wake: make(chan struct{}, 1), retry: map[string]backoff{},
 		fold: &folder{pool: pool, out: out, consumer: opts.Consumer, p: opts.Params, log: log, observe: observe}}
 }
 
@@ -86,10 +91,15 @@ func New(pool *pgxpool.Pool, out Sender, opts Options, log zerolog.Logger, obser
 func (g *Degrader) Handle(ctx context.Context, batch []*bus.Delivery) []error {
 	errs, maxSeq := g.store(ctx, batch)
 	if maxSeq > 0 {
+		for {
+			old := g.stored.Load()
+			if old >= maxSeq || g.stored.CompareAndSwap(old, maxSeq) {
+				break
+			}
+		}
 		select {
-		case g.wake <- maxSeq:
-		default:
-			// A wake-up is pending; the fold reads the floor afresh anyway.
+		case g.wake <- struct{}{}:
+		default: // a wake-up is pending; it reads stored afresh
 		}
 	}
 	return errs
@@ -148,18 +158,31 @@ func (g *Degrader) loop(ctx context.Context, js jetstream.JetStream) {
 	var cons jetstream.Consumer
 	tick := time.NewTicker(g.opts.Poll)
 	defer tick.Stop()
-	for {
-		var want uint64
+	var folded uint64 // the floor this copy last folded through
+	pause := func() bool { // after an error: never spin
 		select {
 		case <-ctx.Done():
-			return
-		case want = <-g.wake:
+			return false
 		case <-tick.C:
+			return true
 		}
+	}
+	for ctx.Err() == nil {
+		var want uint64
+		if g.stored.Load() <= folded {
+			select {
+			case <-ctx.Done():
+				return
+			case <-g.wake:
+			case <-tick.C:
+			}
+		}
+		want = g.stored.Load()
 		if cons == nil {
 			c, err := js.Consumer(ctx, bus.StreamName, g.opts.Consumer)
 			if err != nil {
-				continue // the runner creates it
+				pause() // the runner creates it
+				continue
 			}
 			cons = c
 		}
@@ -168,9 +191,26 @@ func (g *Degrader) loop(ctx context.Context, js jetstream.JetStream) {
 			if errors.Is(err, jetstream.ErrConsumerNotFound) {
 				cons = nil
 			}
+			pause()
 			continue
 		}
 		g.foldAll(ctx, floor)
+		if floor >= want {
+			folded = max(folded, floor)
+		} else if ctx.Err() == nil {
+			// The acks of what this copy stored have not reached the floor
+			// within floor's wait (another copy's event before them is
+			// still in hand): look again after a pause, not at once.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			folded = max(folded, floor)
+			if g.stored.Load() > folded {
+				continue
+			}
+		}
 	}
 }
 

@@ -76,7 +76,9 @@ func facts(d *bus.Delivery) ([]fact, error) {
 	if err := json.Unmarshal(d.Event.Data(), &in); err != nil {
 		return nil, bus.Permanentf("decode %s data: %w", d.Event.Type(), err)
 	}
-	f := fact{Seq: d.StreamSeq, EventID: d.Event.ID(), Type: d.Event.Type(), Tool: in.ToolName, At: d.Time}
+	// Postgres keeps microseconds: the fold must see the same time whether
+	// the fact came from the table or straight from the stream.
+	f := fact{Seq: d.StreamSeq, EventID: d.Event.ID(), Type: d.Event.Type(), Tool: in.ToolName, At: d.Time.UTC().Truncate(time.Microsecond)}
 	switch d.Event.Type() {
 	case TypeToolExecuted:
 		if in.Success == nil {
@@ -104,7 +106,7 @@ func facts(d *bus.Delivery) ([]fact, error) {
 		if err != nil {
 			return nil, bus.Permanentf("degrader.timer due_at %q: %w", in.DueAt, err)
 		}
-		f.Kind, f.Due = kindTimer, due
+		f.Kind, f.Due = kindTimer, due.UTC().Truncate(time.Microsecond)
 	default:
 		return nil, bus.Permanentf("the degrader does not handle %s", d.Event.Type())
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/jackc/pgx/v5"
@@ -31,10 +32,10 @@ func (ix *Indexer) apply(ctx context.Context, ops []op, valid []int) ([]event.Ev
 		return nil, err
 	}
 	defer tx.Close(ctx)
-	if ix.facts == nil {
+	if !ix.rebuild {
 		// A tenant being rebuilt has incomplete state: the indexer's
-		// decisions (next free version, conflicts) would be wrong and
-		// never published as facts. Its events wait for the rebuild.
+		// decisions (next free version, conflicts) would be wrong. Its
+		// events wait for the rebuild.
 		var waiting []int
 		for _, i := range valid {
 			if claimed.Withheld(ops[i].d.Tenant) {
@@ -45,24 +46,35 @@ func (ix *Indexer) apply(ctx context.Context, ops []op, valid []int) ([]event.Ev
 			return nil, &rebuildingError{idx: waiting}
 		}
 	}
-	var fresh []int
+	// Fresh events are new to the inbox. A logged kind of event the inbox
+	// knows may be the first occurrence of one applied at a later
+	// sequence: the logs say (see order.go).
+	var todo []int
+	fresh := map[int]bool{}
 	for j, i := range valid {
 		if claimed.Fresh[j] {
-			fresh = append(fresh, i)
+			fresh[i] = true
+			todo = append(todo, i)
+		} else if ops[i].logged() {
+			todo = append(todo, i)
 		}
 	}
-	if len(fresh) == 0 {
+	if len(todo) == 0 {
 		return nil, tx.Commit(ctx, &pgx.Batch{})
 	}
-	if err := lockKeys(ctx, tx, ops, fresh); err != nil {
+	if err := lockKeys(ctx, tx, ops, todo); err != nil {
 		return nil, fmt.Errorf("lock prompt ids and tool names: %w", err)
 	}
-	w := newPromptWrites(tx)
-	if err := w.load(ctx, ops, fresh); err != nil {
+	p, err := makePlan(ctx, tx, ops, todo, fresh)
+	if err != nil {
 		return nil, err
 	}
-	var results []event.Event
-	for _, i := range fresh { // the batch is in stream order
+	w := newPromptWrites(tx)
+	if err := w.load(ctx, ops, p.inc); err != nil {
+		return nil, err
+	}
+	var out []decided
+	for _, i := range p.inc { // the batch is in stream order
 		o := &ops[i]
 		if o.kind != opPrompt {
 			// What follows may read prompts (a label's version).
@@ -74,17 +86,58 @@ func (ix *Indexer) apply(ctx context.Context, ops []op, valid []int) ([]event.Ev
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", o.d.Event.Type(), o.d.Event.ID(), err)
 		}
-		if res == nil || claimed.Withheld(o.d.Tenant) {
+		if res != nil {
+			out = append(out, decided{o: o, tenant: o.d.Tenant, causeID: o.d.Event.ID(), causeType: o.d.Event.Type(), res: res})
+		}
+	}
+	if err := w.flush(ctx); err != nil {
+		return nil, err
+	}
+	var fills []vectorFill
+	for _, refold := range []struct {
+		keys map[logKey][]int
+		f    func(context.Context, txDB, logKey, []*op, map[logKey]bool) ([]decided, []vectorFill, error)
+	}{{p.prompts, ix.refoldPrompt}, {p.tools, ix.refoldTool}} {
+		keys := make([]logKey, 0, len(refold.keys))
+		for k := range refold.keys {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(a, b int) bool {
+			return keys[a].tenant < keys[b].tenant || keys[a].tenant == keys[b].tenant && keys[a].key < keys[b].key
+		})
+		for _, k := range keys {
+			batch := make([]*op, len(refold.keys[k]))
+			for j, i := range refold.keys[k] {
+				batch[j] = &ops[i]
+			}
+			d, f, err := refold.f(ctx, tx, k, batch, p.moved)
+			if err != nil {
+				return nil, fmt.Errorf("decide %s again in stream order: %w", k.key, err)
+			}
+			out, fills = append(out, d...), append(fills, f...)
+		}
+	}
+	for _, i := range p.health {
+		if err := refileHealth(ctx, tx, &ops[i], p.from[i]); err != nil {
+			return nil, err
+		}
+	}
+	var results []event.Event
+	for _, x := range out {
+		if claimed.Withheld(x.tenant) {
 			continue
 		}
-		ev, err := bus.NewResult(ix.opts.Consumer, res.typ, o.d.Event, res.data)
+		var ev event.Event
+		var err error
+		if x.revised == "" {
+			ev, err = bus.NewResult(ix.opts.Consumer, x.res.typ, x.o.d.Event, x.res.data)
+		} else {
+			ev, err = ix.revisedResult(x)
+		}
 		if err != nil {
 			return nil, bus.Permanent(err)
 		}
 		results = append(results, ev)
-	}
-	if err := w.flush(ctx); err != nil {
-		return nil, err
 	}
 	b := &pgx.Batch{}
 	if err := ix.out.Queue(b, results...); err != nil {
@@ -92,6 +145,9 @@ func (ix *Indexer) apply(ctx context.Context, ops []op, valid []int) ([]event.Ev
 	}
 	if err := tx.Commit(ctx, b); err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
+	}
+	if len(fills) > 0 {
+		ix.fillVectors(ctx, fills)
 	}
 	return results, nil
 }
@@ -104,26 +160,10 @@ func (e *rebuildingError) Error() string { return "tenant is being rebuilt" }
 
 type result struct {
 	typ  string
-	data any
+	data map[string]any
 }
 
-// taken reports whether a fact says version of key was created (by
-// another event), and with which hash.
-func (ix *Indexer) taken(o *op, kind, key string, version int) (string, bool) {
-	if ix.facts == nil {
-		return "", false
-	}
-	return ix.facts.Taken(o.d.Tenant, kind, key, version)
-}
-
-func (ix *Indexer) fact(o *op) (Fact, bool) {
-	if ix.facts == nil {
-		return Fact{}, false
-	}
-	return ix.facts.Lookup(o.d.Tenant, o.d.Event.ID())
-}
-
-func (ix *Indexer) applyOne(ctx context.Context, tx library.DB, w *promptWrites, o *op) (*result, error) {
+func (ix *Indexer) applyOne(ctx context.Context, tx txDB, w *promptWrites, o *op) (*result, error) {
 	switch o.kind {
 	case opPrompt:
 		return ix.applyPrompt(ctx, w, o)
@@ -134,20 +174,16 @@ func (ix *Indexer) applyOne(ctx context.Context, tx library.DB, w *promptWrites,
 	case opQuality:
 		return nil, applyQuality(ctx, tx, o)
 	case opHealth:
+		if err := logHealth(ctx, tx, o); err != nil {
+			return nil, err
+		}
 		return nil, applyHealth(ctx, tx, o)
 	}
 	return nil, bus.Permanentf("unknown op")
 }
 
 func rejected(o *op, r rejection) *result {
-	data := map[string]any{
-		"reason_code": r.code, "reason": r.reason,
-		"event_type": o.d.Event.Type(), "event_id": o.d.Event.ID(),
-	}
-	if len(r.details) > 0 {
-		data["details"] = r.details
-	}
-	return &result{typ: TypeRejected, data: data}
+	return &result{typ: TypeRejected, data: rejectedData(o.d.Event.Type(), o.d.Event.ID(), r)}
 }
 
 func (ix *Indexer) model(o *op) (string, int) {
@@ -161,118 +197,76 @@ func (ix *Indexer) model(o *op) (string, int) {
 	return e.Model(), len(o.vec)
 }
 
-// applyPrompt decides a prompt.created against w, which queues the insert.
+// applyPrompt decides a prompt.created later in the stream than every
+// logged event of its id against w, which queues the insert and the log
+// entry.
 func (ix *Indexer) applyPrompt(ctx context.Context, w *promptWrites, o *op) (*result, error) {
 	p := o.prompt
 	if o.reject != nil {
 		return rejected(o, *o.reject), nil
 	}
-	if f, ok := ix.fact(o); ok {
-		// A rebuild: do what live processing did (it publishes nothing).
-		if f.Outcome == OutcomeCreated {
-			p.Version = f.Version
-			p.Hash = library.Hash(p.ID, p.Version, p.Content, p.Type)
-			return nil, ix.insertPrompt(w, o, p)
-		}
-		return nil, nil
+	d, err := decidePrompt(w, p)
+	if err != nil {
+		return nil, err
 	}
-	outcome := OutcomeCreated
-	if p.Version > 0 {
-		p.Hash = library.Hash(p.ID, p.Version, p.Content, p.Type)
-		existing, found, err := w.hashOf(p.Tenant, p.ID, p.Version)
-		if err != nil {
-			return nil, err
-		}
-		if !found {
-			// A rebuild: a later event known to have created it counts.
-			existing, found = ix.taken(o, "prompt", p.ID, p.Version)
-		}
-		switch {
-		case !found:
-		case existing == p.Hash:
-			outcome = OutcomeUnchanged
-		default:
-			return rejected(o, rejection{
-				code:    ReasonVersionConflict,
-				reason:  fmt.Sprintf("prompt %s version %d already exists with different content or type (hash %s); versions are immutable: create a new version", p.ID, p.Version, existing),
-				details: map[string]any{"prompt_id": p.ID, "version": p.Version, "existing_hash": existing, "hash": p.Hash},
-			}), nil
-		}
-	} else {
-		head, err := w.head(p.Tenant, p.ID)
-		if err != nil {
-			return nil, err
-		}
-		if head.Version > 0 && library.Hash(p.ID, head.Version, p.Content, p.Type) == head.Hash {
-			p.Version, p.Hash, outcome = head.Version, head.Hash, OutcomeUnchanged
-		} else {
-			p.Version = head.Version + 1
-			for _, taken := ix.taken(o, "prompt", p.ID, p.Version); taken; _, taken = ix.taken(o, "prompt", p.ID, p.Version) {
-				p.Version++
-			}
-			p.Hash = library.Hash(p.ID, p.Version, p.Content, p.Type)
-		}
+	entry := library.Entry{Tenant: p.Tenant, PromptID: p.ID, StreamSeq: o.d.StreamSeq, EventID: o.d.Event.ID(), Version: p.Version, At: o.at}
+	if d.reject != nil || d.outcome != OutcomeCreated {
+		entry.Input = &p // no version row holds it
 	}
-	data := map[string]any{
-		"prompt_id": p.ID, "version": p.Version, "content_hash": p.Hash,
-		"type": p.Type, "name": p.Name, "outcome": outcome,
+	if err := w.log(entry); err != nil {
+		return nil, err
 	}
-	if outcome == OutcomeCreated {
-		if err := ix.insertPrompt(w, o, p); err != nil {
+	if d.reject != nil {
+		return rejected(o, *d.reject), nil
+	}
+	model, dim := "", 0
+	var labels []string
+	if d.outcome == OutcomeCreated {
+		p.Version, p.Hash = d.version, d.hash
+		model, dim = ix.model(o)
+		if err := w.insert(library.Row{Prompt: p, EventID: o.d.Event.ID(), StreamSeq: o.d.StreamSeq, Embedding: o.vec, Model: model}); err != nil {
 			return nil, err
-		}
-		if model, dim := ix.model(o); model != "" {
-			data["embedding_model"], data["embedding_dim"] = model, dim
 		}
 	} else {
 		if err := w.flush(ctx); err != nil {
 			return nil, err
 		}
-		labels, err := library.LabelsOf(ctx, w.tx, p.Tenant, p.ID, p.Version)
-		if err != nil {
+		if labels, err = library.LabelsOf(ctx, w.tx, p.Tenant, p.ID, d.version); err != nil {
 			return nil, err
 		}
-		if len(labels) > 0 {
-			data["labels"] = labels
-		}
 	}
-	return &result{typ: TypePromptIndexed, data: data}, nil
+	return &result{typ: TypePromptIndexed, data: promptData(p, d, model, dim, labels, false)}, nil
 }
 
-func (ix *Indexer) insertPrompt(w *promptWrites, o *op, p library.Prompt) error {
-	model, _ := ix.model(o)
-	return w.insert(library.Row{Prompt: p, EventID: o.d.Event.ID(), StreamSeq: o.d.StreamSeq, Embedding: o.vec, Model: model})
-}
-
-func (ix *Indexer) applyLabel(ctx context.Context, tx library.DB, o *op) (*result, error) {
+// applyLabel decides a prompt.activated later in the stream than every
+// logged event of its prompt id.
+func (ix *Indexer) applyLabel(ctx context.Context, tx txDB, o *op) (*result, error) {
 	l := o.label
 	if o.reject != nil {
 		return rejected(o, *o.reject), nil
 	}
-	f, hasFact := ix.fact(o)
-	if hasFact && f.Outcome == OutcomeRejected {
-		return nil, nil
-	}
 	hash, createdAt, err := library.Created(ctx, tx, o.d.Tenant, l.promptID, l.version)
 	if err == nil && createdAt > o.d.StreamSeq {
-		// Created by an event later in the stream, which another copy
-		// applied first. In stream order the version does not exist yet
-		// (a rebuild would not find it), so the decision must not depend
-		// on which copy got there first: unknown.
+		// Created by an event later in the stream: in stream order the
+		// version does not exist yet. (Not reached while the log holds
+		// every create; kept for rows written without one.)
 		err = library.ErrNotFound
 	}
-	if errors.Is(err, library.ErrNotFound) {
-		if hasFact {
-			return nil, nil
-		}
-		return rejected(o, rejection{
-			code:    ReasonUnknownVersion,
-			reason:  fmt.Sprintf("prompt %s has no version %d in tenant %s created before this activation in the stream", l.promptID, l.version, o.d.Tenant),
-			details: map[string]any{"prompt_id": l.promptID, "version": l.version, "label": l.label},
-		}), nil
-	}
-	if err != nil {
+	found := err == nil
+	if err != nil && !errors.Is(err, library.ErrNotFound) {
 		return nil, err
+	}
+	b := &pgx.Batch{}
+	if err := library.QueueLog(b, library.Entry{Tenant: o.d.Tenant, PromptID: l.promptID, StreamSeq: o.d.StreamSeq, EventID: o.d.Event.ID(),
+		Activate: true, Version: l.version, Label: l.label, At: o.at}); err != nil {
+		return nil, err
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("log: %w", err)
+	}
+	d := decideLabel(o.d.Tenant, l, hash, found)
+	if d.reject != nil {
+		return rejected(o, *d.reject), nil
 	}
 	if _, err := library.SetLabel(ctx, tx, o.d.Tenant, l.promptID, l.label, l.version, o.d.StreamSeq, o.d.Event.ID(), o.at); err != nil {
 		return nil, err
@@ -281,53 +275,33 @@ func (ix *Indexer) applyLabel(ctx context.Context, tx library.DB, o *op) (*resul
 	if err != nil {
 		return nil, err
 	}
-	data := map[string]any{"prompt_id": l.promptID, "version": l.version, "content_hash": hash, "outcome": OutcomeUnchanged}
-	if len(labels) > 0 {
-		data["labels"] = labels
-	}
-	return &result{typ: TypePromptIndexed, data: data}, nil
+	return &result{typ: TypePromptIndexed, data: promptData(library.Prompt{ID: l.promptID}, d, "", 0, labels, true)}, nil
 }
 
+// applyTool decides a tool.registered later in the stream than every
+// logged registration of its tool.
 func (ix *Indexer) applyTool(ctx context.Context, tx library.DB, o *op) (*result, error) {
 	t := o.tool
-	model, dim := ix.model(o)
-	put := func() error {
-		return registry.Put(ctx, tx, registry.Row{Tool: t, EventID: o.d.Event.ID(), StreamSeq: o.d.StreamSeq, Embedding: o.vec, Model: model})
-	}
-	if f, ok := ix.fact(o); ok {
-		if f.Outcome == OutcomeCreated {
-			t.Version = f.Version
-			return nil, put()
-		}
-		return nil, nil
-	}
 	head, headHash, err := registry.Head(ctx, tx, t.Tenant, t.Name)
 	if err != nil && !errors.Is(err, registry.ErrNotFound) {
 		return nil, err
 	}
-	outcome := OutcomeCreated
-	if head > 0 && headHash == t.Hash {
-		t.Version, outcome = head, OutcomeUnchanged
-	} else {
-		t.Version = head + 1
-		for _, taken := ix.taken(o, "tool", t.Name, t.Version); taken; _, taken = ix.taken(o, "tool", t.Name, t.Version) {
-			t.Version++
-		}
-		if err := put(); err != nil {
+	d := decideTool(head, headHash, t.Hash)
+	entry := registry.Entry{Tenant: t.Tenant, Name: t.Name, StreamSeq: o.d.StreamSeq, EventID: o.d.Event.ID(), Hash: t.Hash, RegisteredAt: o.at}
+	if d.outcome != OutcomeCreated {
+		entry.Def = &t // no history row holds it
+	}
+	if err := registry.InsertLog(ctx, tx, entry); err != nil {
+		return nil, err
+	}
+	model, dim := ix.model(o)
+	if d.outcome == OutcomeCreated {
+		t.Version = d.version
+		if err := registry.Put(ctx, tx, registry.Row{Tool: t, EventID: o.d.Event.ID(), StreamSeq: o.d.StreamSeq, Embedding: o.vec, Model: model}); err != nil {
 			return nil, err
 		}
 	}
-	data := map[string]any{"tool_name": t.Name, "version": t.Version, "content_hash": t.Hash, "outcome": outcome}
-	if t.Server != "" {
-		data["server"] = t.Server
-	}
-	if len(t.Tags) > 0 {
-		data["tags"] = t.Tags
-	}
-	if outcome == OutcomeCreated && model != "" {
-		data["embedding_model"], data["embedding_dim"] = model, dim
-	}
-	return &result{typ: TypeToolIndexed, data: data}, nil
+	return &result{typ: TypeToolIndexed, data: toolData(t, d, model, dim)}, nil
 }
 
 // applyQuality stores a quality.changed with compare-and-set on its state
@@ -369,8 +343,8 @@ WHERE index_tool_health.stream_seq < excluded.stream_seq`,
 	return err
 }
 
-// Reset deletes the indexer's state and inbox rows of tenant ("" = every
-// tenant), for a rebuild.
+// Reset deletes the indexer's state, logs and inbox rows of tenant ("" =
+// every tenant), for a rebuild.
 func Reset(ctx context.Context, tx pgx.Tx, consumer, tenant string) error {
 	if err := library.Reset(ctx, tx, tenant); err != nil {
 		return err
@@ -378,7 +352,7 @@ func Reset(ctx context.Context, tx pgx.Tx, consumer, tenant string) error {
 	if err := registry.Reset(ctx, tx, tenant); err != nil {
 		return err
 	}
-	for _, table := range []string{"index_quality", "index_tool_health"} {
+	for _, table := range []string{"index_quality", "index_tool_health", "index_tool_health_log"} {
 		if _, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE $1 = '' OR tenant_id = $1`, tenant); err != nil {
 			return fmt.Errorf("reset %s: %w", table, err)
 		}

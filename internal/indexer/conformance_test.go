@@ -2,6 +2,7 @@ package indexer_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/agentq/agentq/internal/embed"
 	"github.com/agentq/agentq/internal/indexer"
 	"github.com/agentq/agentq/internal/library"
+	"github.com/agentq/agentq/internal/registry"
 	"github.com/agentq/agentq/internal/replay"
 	"github.com/agentq/agentq/internal/testenv"
 )
@@ -26,7 +28,10 @@ import (
 // reference follows the decisions published in its results (which create
 // took the next free version, which of two conflicting creates won), as a
 // rebuild does: the workload has both, on a few ids, so two copies decide
-// them in different orders.
+// them in different orders. Its expected results follow the same
+// decisions (see indexerResults): what they check is that every input has
+// exactly one result, under its derived id, naming what the input named
+// with the content hash its content gives.
 func TestIndexerConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("conformance suite: slow")
@@ -46,11 +51,100 @@ func TestIndexerConformance(t *testing.T) {
 		},
 		Reference:             func(ds []*bus.Delivery) any { return indexer.Compute("indexer", ds) },
 		ReferenceReadsResults: true,
+		ExpectedResults:       indexerResults,
+		ReadResult:            readIndexerResult,
 		Rebuild: func(pool *pgxpool.Pool) replay.Target {
 			lex := embed.Lexical{}
 			return indexer.RebuildTarget(pool, indexer.Embedders{Prompts: lex, Tools: lex}, indexer.Options{}, testenv.Logger(t))
 		},
 	})
+}
+
+// indexerResults are the results the history calls for: one for every
+// prompt.created, prompt.activated and tool.registered, of the type and
+// with the decision (outcome, version, reason code) its result in the
+// stream carries — the decisions the reference follows too — and the
+// rest derived from the input: its id, what it names, the content hash
+// of its content at the decided version (an activation's, of the version
+// in the reference state).
+func indexerResults(ds []*bus.Delivery) []conformance.Result {
+	state := indexer.Compute("indexer", ds)
+	hashOf := map[string]string{}
+	for _, p := range state.Prompts {
+		hashOf[fmt.Sprintf("%s@%d", p.ID, p.Version)] = p.Hash
+	}
+	decided := map[string]event.Event{}
+	for _, d := range ds {
+		if d.Event.Source() == "agentq/indexer" {
+			decided[bus.Causation(d.Event)] = d.Event
+		}
+	}
+	var out []conformance.Result
+	for _, d := range ds {
+		typ := d.Event.Type()
+		if typ != indexer.TypePromptCreated && typ != indexer.TypePromptActivated && typ != indexer.TypeToolRegistered {
+			continue
+		}
+		id := d.Event.ID()
+		r, ok := decided[id]
+		if !ok {
+			out = append(out, conformance.Result{Key: id, Type: "a result", Data: "none published"})
+			continue
+		}
+		var got struct {
+			Outcome    string  `json:"outcome"`
+			Version    float64 `json:"version"`
+			ReasonCode string  `json:"reason_code"`
+		}
+		_ = json.Unmarshal(r.Data(), &got)
+		var in struct {
+			ID, Type, Content string
+			PromptID          string  `json:"prompt_id"`
+			Version           float64 `json:"version"`
+			Name, Description string
+			Server            string          `json:"server"`
+			InputSchema       json.RawMessage `json:"input_schema"`
+			Tags              []string        `json:"tags"`
+		}
+		_ = json.Unmarshal(d.Event.Data(), &in)
+		var data map[string]any
+		switch {
+		case r.Type() == indexer.TypeRejected:
+			data = map[string]any{"reason_code": got.ReasonCode, "event_id": id, "event_type": typ}
+		case typ == indexer.TypePromptCreated:
+			data = map[string]any{"prompt_id": in.ID, "version": got.Version, "outcome": got.Outcome,
+				"content_hash": library.Hash(in.ID, int(got.Version), in.Content, in.Type)}
+		case typ == indexer.TypePromptActivated:
+			data = map[string]any{"prompt_id": in.PromptID, "version": in.Version, "outcome": indexer.OutcomeUnchanged,
+				"content_hash": hashOf[fmt.Sprintf("%s@%d", in.PromptID, int(in.Version))]}
+		default:
+			hash, err := registry.Hash(in.Name, in.Description, in.InputSchema, in.Server, in.Tags)
+			if err != nil {
+				hash = err.Error()
+			}
+			data = map[string]any{"tool_name": in.Name, "version": got.Version, "outcome": got.Outcome, "content_hash": hash}
+		}
+		out = append(out, conformance.Result{Key: id, ID: bus.DeriveID("indexer", d.Tenant, r.Type(), "event:"+id), Type: r.Type(), Data: data})
+	}
+	return out
+}
+
+// readIndexerResult renders a result as indexerResults does.
+func readIndexerResult(ev event.Event) conformance.Result {
+	var d map[string]any
+	_ = json.Unmarshal(ev.Data(), &d)
+	keep := []string{"prompt_id", "version", "outcome", "content_hash"}
+	switch ev.Type() {
+	case indexer.TypeRejected:
+		keep = []string{"reason_code", "event_id", "event_type"}
+	case indexer.TypeToolIndexed:
+		keep = []string{"tool_name", "version", "outcome", "content_hash"}
+	}
+	data := map[string]any{}
+	for _, k := range keep {
+		data[k] = d[k]
+	}
+	return conformance.Result{Key: bus.Causation(ev), ID: ev.ID(), Type: ev.Type(), Data: data}
 }
 
 // workload makes n valid events of every kind the indexer consumes, over

@@ -7,13 +7,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/agentq/agentq/internal/app"
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/database"
+	"github.com/agentq/agentq/internal/library"
 	"github.com/agentq/agentq/internal/outbox"
 	"github.com/agentq/agentq/internal/replay"
 	"github.com/agentq/agentq/internal/search"
@@ -68,21 +68,17 @@ func NewConsumer(opts Options) app.Consumer {
 }
 
 // RebuildTarget is the indexer as agentq replay rebuilds it: the same
-// handler, publishing nothing, following the decisions live processing
-// published (Facts) read back from the stream before the history.
+// handler, publishing nothing. Its state is what stream order gives, and a
+// rebuild applies the history in stream order: it needs nothing else.
 func RebuildTarget(pool *pgxpool.Pool, emb Embedders, opts Options, log zerolog.Logger) replay.Target {
 	opts = opts.withDefaults()
 	ix := New(pool, outbox.Discard, emb, opts, log)
-	facts := NewStreamFacts()
-	ix.facts = facts
+	ix.rebuild = true
 	return replay.Target{
 		Consumer: opts.Consumer,
 		Subjects: Subjects,
 		Reset: func(ctx context.Context, tx pgx.Tx, tenant string) error {
 			return Reset(ctx, tx, opts.Consumer, tenant)
-		},
-		Prepare: func(ctx context.Context, js jetstream.JetStream, tenant string, _ uint64) error {
-			return facts.Load(ctx, js, opts.Consumer, tenant)
 		},
 		Handler: ix.Handle,
 	}
@@ -96,6 +92,7 @@ func serveSearch(ctx context.Context, d *app.Deps, emb Embedders) (*search.Searc
 	semb := search.Embedders{Prompts: emb.Prompts, Tools: emb.Tools}
 	c := d.Config.Search
 	opts := SearchOptions(c)
+	opts.Registerer = d.Registry
 	if err := search.EnsureIndexes(ctx, d.Pool, semb, opts.Indexes()); err != nil {
 		if !bus.IsUnavailable(err) {
 			return nil, nil, fmt.Errorf("vector indexes: %w", err)
@@ -217,6 +214,7 @@ func SearchOptions(c config.Search) search.Options {
 		NeutralQuality: c.NeutralQuality, EmbedTimeout: c.EmbedTimeout, CacheSize: c.CacheSize,
 		GetCacheSize: c.GetCacheSize, GetCacheTTL: c.GetCacheTTL, Prepared: c.Prepared,
 		ArmsApart: armsApart(c.ArmsApart),
+		Render:    library.Limits{MaxOutput: c.RenderMaxOutput, MaxSteps: c.RenderMaxSteps, Timeout: c.RenderTimeout},
 	}
 }
 

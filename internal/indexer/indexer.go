@@ -6,12 +6,13 @@
 // prompt.indexed, tool.indexed and indexer.rejected, and serves search
 // (internal/search) over NATS request/reply.
 //
-// Decisions that depend on what was applied before (the next free version,
-// which of two conflicting creates won, whether a definition is unchanged,
-// whether an activated version existed) are facts the indexer publishes in
-// its results. A rebuild reads those facts back from the stream and follows
-// them (see Facts), so replay gives the state live processing gave whatever
-// order two copies applied events in.
+// Decisions that depend on what came before (the next free version, which
+// of two conflicting creates won, whether a definition is unchanged,
+// whether an activated version existed) are taken in stream order, whatever
+// order copies commit events in: every such event is logged at its stream
+// sequence, and one that arrives after a later one makes the indexer decide
+// its key's events again (see order.go). So replay, which applies the
+// history in stream order, gives the state live processing gave.
 package indexer
 
 import (
@@ -74,12 +75,14 @@ type Embedders struct {
 
 // Indexer applies batches of events.
 type Indexer struct {
-	pool  *pgxpool.Pool
-	out   Sender
-	emb   Embedders
-	opts  Options
-	log   zerolog.Logger
-	facts Facts // nil live; set by a rebuild
+	pool *pgxpool.Pool
+	out  Sender
+	emb  Embedders
+	opts Options
+	log  zerolog.Logger
+	// rebuild is set for agentq replay, which applies a tenant's
+	// history alone: its events do not wait for the rebuild.
+	rebuild bool
 }
 
 // New returns an indexer writing to pool and publishing through out.
@@ -212,10 +215,17 @@ func (ix *Indexer) embed(ctx context.Context, ops []op, valid []int, errs []erro
 			continue
 		}
 		vecs, err := e.Embed(ctx, texts)
-		if err != nil && !bus.IsUnavailable(err) && !errors.Is(err, provider.ErrDimensionChanged) && len(texts) > 1 {
+		switch {
+		case !refused(ctx, err):
+		case len(texts) > 1:
 			// One text the model refuses must not fail its neighbours:
 			// embed one by one to find it.
 			vecs, err = ix.embedEach(ctx, e, ops, idx, errs)
+		default:
+			// Alone, it is the one: stored without a vector, as it
+			// would be beside others.
+			ix.notEmbedded(ops[idx[0]], err)
+			vecs, err = make([][]float32, 1), nil
 		}
 		if errors.Is(err, provider.ErrDimensionChanged) {
 			// Not the events' fault, and indexing them would mix
@@ -251,30 +261,45 @@ func (ix *Indexer) embedEach(ctx context.Context, e embed.Embedder, ops []op, id
 		switch {
 		case err == nil:
 			vecs[j] = v[0]
-		case bus.IsUnavailable(err) || errors.Is(err, provider.ErrDimensionChanged) || ctx.Err() != nil:
+		case !refused(ctx, err):
 			return nil, err
 		default:
-			// Stored without a vector: full text still finds it, and
-			// a reindex embeds it when the model accepts it.
-			ix.log.Warn().Err(err).Str("event_id", ops[i].d.Event.ID()).Msg("text not embedded; indexed for full-text search only")
+			ix.notEmbedded(ops[i], err)
 		}
 	}
 	return vecs, nil
 }
 
+// refused reports whether err is the model refusing the text itself (a
+// 4xx, unusable output, a text with nothing to embed), not an outage, a
+// changed dimension or the caller giving up: the text is then indexed
+// without a vector.
+func refused(ctx context.Context, err error) bool {
+	return err != nil && !bus.IsUnavailable(err) && !errors.Is(err, provider.ErrDimensionChanged) && ctx.Err() == nil
+}
+
+// notEmbedded logs a text the model refused. It is stored without a
+// vector: full text still finds it, and a reindex embeds it when the model
+// accepts it.
+func (ix *Indexer) notEmbedded(o op, err error) {
+	ix.log.Warn().Err(err).Str("event_id", o.d.Event.ID()).Msg("text not embedded; indexed for full-text search only")
+}
+
 // lockKeys takes transaction-scoped advisory locks on every prompt id and
-// tool name the fresh ops create or register, in a fixed order (no
-// deadlock between copies): two copies never pick the same next version.
-func lockKeys(ctx context.Context, tx library.DB, ops []op, fresh []int) error {
+// tool name ops create, activate, register or set the health of, in a
+// fixed order (no deadlock between copies): two copies never decide on one
+// prompt id or tool name at once, so each sees what the other committed
+// (the next free version, a label, the log of order.go).
+func lockKeys(ctx context.Context, tx library.DB, ops []op, todo []int) error {
 	seen := map[int64]bool{}
 	var keys []int64
-	for _, i := range fresh {
+	for _, i := range todo {
 		var s string
-		switch ops[i].kind {
-		case opPrompt:
-			s = "prompt\x00" + ops[i].prompt.Tenant + "\x00" + ops[i].prompt.ID
-		case opTool:
-			s = "tool\x00" + ops[i].tool.Tenant + "\x00" + ops[i].tool.Name
+		switch o := &ops[i]; o.kind {
+		case opPrompt, opLabel:
+			s = "prompt\x00" + o.d.Tenant + "\x00" + o.logKey().key
+		case opTool, opHealth:
+			s = "tool\x00" + o.d.Tenant + "\x00" + o.logKey().key
 		default:
 			continue
 		}

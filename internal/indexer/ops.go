@@ -42,6 +42,9 @@ const (
 	ReasonVersionConflict = "version_conflict"
 	ReasonInvalidTemplate = "invalid_template"
 	ReasonUnknownVersion  = "unknown_version"
+	// ReasonVersionExhausted: a create without a version after version
+	// 2147483647, the largest a version can be.
+	ReasonVersionExhausted = "version_exhausted"
 )
 
 type opKind int
@@ -96,7 +99,10 @@ type healthRow struct {
 }
 
 func eventTime(d *bus.Delivery) time.Time {
-	if t := d.Event.Time(); !t.IsZero() {
+	// The agent's clock, but never later than the stream's: a publisher's
+	// time in the future would make its prompt or tool look newest for as
+	// long as it lasts. A replay sees the same two times.
+	if t := d.Event.Time(); !t.IsZero() && (d.Time.IsZero() || !t.After(d.Time)) {
 		return t.UTC()
 	}
 	return d.Time.UTC()

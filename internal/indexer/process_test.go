@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/bus"
+	"github.com/agentq/agentq/internal/conformance"
 	"github.com/agentq/agentq/internal/database"
 	"github.com/agentq/agentq/internal/embed"
 	"github.com/agentq/agentq/internal/indexer"
@@ -25,10 +26,12 @@ import (
 )
 
 // Creates without a version for one id, handled at once by two indexer
-// copies, each get their own version: 1..n, no gaps, no repeats, and each
-// create has exactly one prompt.indexed naming its version. Both copies
-// handle some of them (each copy's runner counts what it acked). A rebuild
-// into empty tables then gives the same library, following those results.
+// copies, take the versions stream order gives: 1..n by sequence, whatever
+// order the copies commit in. Each create has exactly one result of its
+// own and, when an earlier create was applied after it, revised ones; the
+// last names the version stored. Both copies handle some of them (each
+// copy's runner counts what it acked). A rebuild into empty tables then
+// gives the same library.
 func TestNextFreeVersionUnderTwoCopiesAndRebuild(t *testing.T) {
 	n := testenv.StartNATS(t)
 	cfg := testenv.Config(t, n.URL)
@@ -39,21 +42,31 @@ func TestNextFreeVersionUnderTwoCopiesAndRebuild(t *testing.T) {
 	pub := bus.NewPublisher(n.JS, reg)
 
 	var mu sync.Mutex
-	versions := map[string]float64{} // cause → version
+	first := map[string]int{}    // cause → results that are not revisions
+	versions := map[string]int{} // cause → the version its newest result names
+	ids := map[string]bool{}     // result ids
+	revisions := 0
 	sub, err := n.NC.Subscribe("prompt.indexed."+tenant, func(m *nats.Msg) {
 		ev, err := bus.Decode(m.Header, m.Data)
 		if err != nil {
 			return
 		}
 		var d struct {
-			Version float64 `json:"version"`
-			Outcome string  `json:"outcome"`
+			Version int    `json:"version"`
+			Outcome string `json:"outcome"`
+			Revised bool   `json:"revised"`
 		}
 		_ = json.Unmarshal(ev.Data(), &d)
 		mu.Lock()
 		defer mu.Unlock()
 		cause, _ := ev.Extensions()[bus.ExtCausation].(string)
-		if _, dup := versions[cause]; dup {
+		if ids[ev.ID()] {
+			t.Errorf("result %s published twice", ev.ID())
+		}
+		ids[ev.ID()] = true
+		if d.Revised {
+			revisions++
+		} else if first[cause]++; first[cause] > 1 {
 			t.Errorf("two results for %s", cause)
 		}
 		if d.Outcome != "created" {
@@ -89,7 +102,7 @@ func TestNextFreeVersionUnderTwoCopiesAndRebuild(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, pub.Flush(ctx))
-	testenv.Eventually(t, 60*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(versions) == count }, "every create answered")
+	testenv.Eventually(t, 60*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(first) == count }, "every create answered")
 	// Each copy acked some creates: both copies decided versions, not one
 	// alone while the other idled. Results are published
 	// before the ack, hence the wait; a redelivery acked by the other copy
@@ -102,22 +115,39 @@ func TestNextFreeVersionUnderTwoCopiesAndRebuild(t *testing.T) {
 	t.Logf("creates acked: copy a %v, copy b %v", ackedA, ackedB)
 	require.Positive(t, ackedA, "copy a acked no create")
 	require.Positive(t, ackedB, "copy b acked no create")
-	seen := map[float64]bool{}
-	for _, v := range versions {
-		require.False(t, seen[v], "version %v given twice", v)
-		seen[v] = true
-		require.True(t, v >= 1 && v <= count, "version %v out of 1..%d", v, count)
-	}
 	pool := testenv.Pool(t)
+	hist := conformance.History(t, n.JS, indexer.Subjects, tenant)
+	require.Len(t, hist, count)
+	want := indexer.Compute("indexer", hist)
+	for i := range want.Prompts {
+		want.Prompts[i].CreatedAt = want.Prompts[i].CreatedAt.Truncate(time.Microsecond)
+	}
 	live, err := indexer.ReadState(ctx, pool, tenant)
 	require.NoError(t, err)
+	require.Equal(t, want, live, "the versions stream order gives")
 	require.Len(t, live.Prompts, count)
-	for _, p := range live.Prompts {
-		require.Equal(t, float64(p.Version), versions[p.EventID], "stored version of %s is the one published", p.EventID)
+	for i, p := range live.Prompts {
+		require.Equal(t, i+1, p.Version)
+		require.Equal(t, hist[i].Event.ID(), p.EventID, "version %d is the %dth create in the stream", i+1, i+1)
 		require.Equal(t, library.Hash("shared", p.Version, p.Content, "task"), p.Hash)
 	}
+	// The results' last word is the stored version (revisions are
+	// published with the commit of the create that caused them).
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range live.Prompts {
+			if versions[p.EventID] != p.Version {
+				return false
+			}
+		}
+		return true
+	}, "each create's newest result names its stored version")
+	mu.Lock()
+	t.Logf("revised results: %d", revisions)
+	mu.Unlock()
 
-	// Both copies stop; a rebuild follows the published decisions.
+	// Both copies stop; a rebuild applies the history in stream order.
 	a.Stop()
 	b.Stop()
 	lex := embed.Lexical{}

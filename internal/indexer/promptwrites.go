@@ -105,7 +105,7 @@ func errNotLoaded(r library.Ref) error {
 
 // insert queues row's insert; the batch then counts it as existing. It
 // fails at flush if the version was taken after all (two copies cannot:
-// the advisory lock; a rebuild following contradictory facts can).
+// the advisory lock).
 func (w *promptWrites) insert(row library.Row) error {
 	if w.pending == nil {
 		w.pending = &pgx.Batch{}
@@ -131,6 +131,14 @@ func (w *promptWrites) insert(row library.Row) error {
 	}
 	w.heads[k] = head
 	return nil
+}
+
+// log queues e's insert into the prompt log.
+func (w *promptWrites) log(e library.Entry) error {
+	if w.pending == nil {
+		w.pending = &pgx.Batch{}
+	}
+	return library.QueueLog(w.pending, e)
 }
 
 // flush sends the queued inserts, in one round trip.

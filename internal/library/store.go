@@ -280,10 +280,10 @@ func LabelsOf(ctx context.Context, db DB, tenant, id string, version int) ([]str
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// Reset deletes tenant's prompts and labels ("" = every tenant), for a
-// rebuild.
+// Reset deletes tenant's prompts, labels and log ("" = every tenant), for
+// a rebuild.
 func Reset(ctx context.Context, db DB, tenant string) error {
-	for _, table := range []string{"prompt_labels", "prompts"} {
+	for _, table := range []string{"prompt_labels", "prompts", "prompt_log"} {
 		if _, err := db.Exec(ctx, `DELETE FROM `+table+` WHERE $1 = '' OR tenant_id = $1`, tenant); err != nil {
 			return fmt.Errorf("reset %s: %w", table, err)
 		}

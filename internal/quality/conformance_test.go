@@ -3,12 +3,12 @@ package quality_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/conformance"
 	"github.com/agentq/agentq/internal/quality"
@@ -16,7 +16,9 @@ import (
 	"github.com/agentq/agentq/internal/testenv"
 )
 
-// The scorer passes the conformance suite every consumer passes.
+// The scorer passes the conformance suite every consumer passes. Its
+// reference state and results are computed in reference_test.go from the
+// README's definitions, not with the scorer's own fold.
 func TestScorerConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("conformance suite: slow")
@@ -36,7 +38,21 @@ func TestScorerConformance(t *testing.T) {
 			require.NoError(t, err)
 			return ms
 		},
-		Reference: func(ds []*bus.Delivery) any { return quality.Compute(ds) },
+		Reference:       scorerState,
+		ExpectedResults: scorerResults,
+		ReadResult:      readScorerResult,
+		StateResults:    true,
+		// The scorer has no timers; its timed workload runs the scenario
+		// (late processing, a rebuild after it) until a consumer with
+		// timers does.
+		Timed: func(t *testing.T, tenant string, seed uint64) []conformance.Step {
+			evs := newWorkload(t, tenant, 60, seed).events
+			var steps []conformance.Step
+			for i := 0; i < len(evs); i += 10 {
+				steps = append(steps, conformance.Step{After: 300 * time.Millisecond, Events: evs[i : i+10]})
+			}
+			return steps
+		},
 		Rebuild: func(pool *pgxpool.Pool) replay.Target {
 			return quality.RebuildTarget(pool, quality.Options{}, testenv.Logger(t))
 		},

@@ -43,6 +43,13 @@ const (
 	FeedbackWeight = 2.0
 	RatingPrior    = 0.5
 	RatingPriorN   = 2.0
+	// NoEvidence is the quality of a target with no observations: the
+	// prior means, 1/2 for success times RatingPrior. Search gives a
+	// candidate with no figures yet this value too
+	// (AGENTQ_SEARCH_NEUTRAL_QUALITY's default), so a target's first
+	// observations move it up or down from where it stood, never below
+	// targets nobody has used.
+	NoEvidence = 0.5 * RatingPrior
 	// MaxWindow is the largest recent window.
 	MaxWindow = 64
 	// HistoryDepth is how many of a target's newest calls (by stream

@@ -2,6 +2,7 @@ package rating_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -21,7 +22,11 @@ import (
 // The rater with the rules passes the conformance suite every consumer
 // passes. (With an LLM its ratings are not a function of the events, so
 // the suite's reference state cannot be computed; the guarantees it
-// proves rest on the same handler, inbox and transaction.)
+// proves rest on the same handler, inbox and transaction.) Its reference
+// is rating.Compute, the rules applied in stream order; its expected
+// results take the figures from it and derive the rest from the events:
+// one tool.rated or prompt.rated per rated input, with the input's
+// target, run and step, tokens and latency 0 for the rules.
 func TestRaterConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("conformance suite: slow")
@@ -41,11 +46,66 @@ func TestRaterConformance(t *testing.T) {
 			require.NoError(t, err)
 			return got
 		},
-		Reference: func(ds []*bus.Delivery) any { return rating.Compute(ds, settings) },
+		Reference:       func(ds []*bus.Delivery) any { return rating.Compute(ds, settings) },
+		ExpectedResults: func(ds []*bus.Delivery) []conformance.Result { return raterResults(ds, settings) },
+		ReadResult: func(ev event.Event) conformance.Result {
+			var d map[string]any
+			_ = json.Unmarshal(ev.Data(), &d)
+			return conformance.Result{Key: bus.Causation(ev), ID: ev.ID(), Type: ev.Type(), Data: d}
+		},
 		Rebuild: func(pool *pgxpool.Pool) replay.Target {
 			return rating.RebuildTarget(pool, rating.Options{Rater: settings}, testenv.Logger(t))
 		},
 	})
+}
+
+// raterResults are the ratings the history calls for, as their events'
+// data decodes.
+func raterResults(ds []*bus.Delivery, settings config.Rater) []conformance.Result {
+	inputs := map[string]*bus.Delivery{}
+	for _, d := range ds {
+		inputs[d.Event.ID()] = d
+	}
+	var out []conformance.Result
+	for _, s := range rating.Compute(ds, settings) {
+		d := inputs[s.EventID]
+		var in struct {
+			ToolName   string   `json:"tool_name"`
+			PromptHash string   `json:"prompt_hash"`
+			PromptID   string   `json:"prompt_id"`
+			Version    *float64 `json:"version"`
+			RunID      string   `json:"run_id"`
+			StepIdx    *float64 `json:"step_idx"`
+		}
+		_ = json.Unmarshal(d.Event.Data(), &in)
+		typ := rating.TypeToolRated
+		data := map[string]any{
+			"rating": s.Rating, "relevance": s.Relevance, "correctness": s.Correctness,
+			"rater_kind": s.RaterKind, "rater": s.Rater, "tokens_used": 0.0, "latency_ms": 0.0,
+		}
+		switch {
+		case d.Event.Type() == rating.TypeToolExecuted:
+			data["tool_name"] = in.ToolName
+		case in.PromptHash != "":
+			typ, data["prompt_hash"] = rating.TypePromptRated, in.PromptHash
+		default:
+			typ, data["prompt_id"], data["version"] = rating.TypePromptRated, in.PromptID, *in.Version
+		}
+		if s.Reason != "" {
+			data["reason"] = s.Reason
+		}
+		if in.RunID != "" {
+			data["run_id"] = in.RunID
+		}
+		if in.StepIdx != nil {
+			data["step_idx"] = *in.StepIdx
+		}
+		if s.InjectionSuspected {
+			data["injection_suspected"] = true
+		}
+		out = append(out, conformance.Result{Key: s.EventID, ID: bus.DeriveID("rater", d.Tenant, typ, "event:"+s.EventID), Type: typ, Data: data})
+	}
+	return out
 }
 
 // workload returns n tool calls and prompt uses of every kind the rules

@@ -57,9 +57,17 @@
 //
 // The budget is checked before the calls with an estimate (the prompt's
 // token count plus the answer's ceiling) and charged with the server's
-// usage after them. It is a limit, not an exact meter: copies check it
-// concurrently, and estimates can fall short of usage, so a tenant can
-// overshoot its daily tokens by about one batch per copy.
+// usage after them. Every token spent is charged, on every path: a call's
+// tokens are put down the moment it returns, whether a rating follows or
+// not (a summary whose rating call then meets an outage, a call cut off),
+// and charged by the batch's transaction, or by a statement of their own
+// when the batch commits nothing; a summary is kept in memory for the
+// event's next delivery, which does not pay for it again. So an event
+// that keeps meeting an outage spends at most what the budget allows. It
+// is a limit, not an exact meter: copies check it concurrently, and
+// estimates can fall short of usage, so a tenant can overshoot its daily
+// tokens by about one batch per copy (and a copy that crashes loses the
+// charges of the batch in hand).
 //
 // Untrusted text — the call's input, its output, the agent's task — is
 // always fenced (chat.Fence) and cut to AGENTQ_RATER_MAX_INPUT_TOKENS
@@ -78,7 +86,8 @@
 //   - Untrusted text is checked for instructions aimed at the rater (see
 //     Detect: orders to ignore earlier instructions, orders to give a
 //     score, a forged rating object, forged fence markers, notes to the
-//     model). When one is found the model is not asked at all; rules:v1
+//     model), read as the model reads it: JSON escapes (an input object's
+//     "\u0020", "\n") decoded. When one is found the model is not asked at all; rules:v1
 //     rates the event with both parts capped at 0.5, and the result says
 //     injection_suspected: true. The injected text can therefore never
 //     raise a rating, nor lower it below what the rules give. The same

@@ -2,6 +2,7 @@ package rating_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -163,4 +164,111 @@ func TestRebuildRatesWithTheRules(t *testing.T) {
 	}
 	require.Zero(t, r.srv.ChatRequests())
 	require.Zero(t, r.results.count(), "a rebuild publishes nothing")
+}
+
+// splitLLM sends summaries to one server and ratings (JSON mode) to
+// another, so a test can take the rating model down alone.
+type splitLLM struct{ summaries, ratings rating.Completer }
+
+func (s splitLLM) Complete(ctx context.Context, req provider.ChatRequest) (provider.ChatResponse, error) {
+	if req.JSON {
+		return s.ratings.Complete(ctx, req)
+	}
+	return s.summaries.Complete(ctx, req)
+}
+
+// Every token spent is charged against the tenant's budget, on every
+// path: a summary paid for and then followed by an outage of the rating
+// call is charged at once, the summary is reused by the next delivery
+// instead of paid for again, and the budget ends the spending however
+// many times the event comes back.
+func TestEveryTokenSpentIsCharged(t *testing.T) {
+	sumSrv, rateSrv := providertest.New(t), providertest.New(t)
+	sumSrv.SetResponder(providertest.Fixed("300 readings of 21°C at station north; no errors."))
+	sumSrv.SetUsage(2400, 100) // 2500 a summary
+	rateSrv.SetResponder(providertest.Fixed(`{"relevance": 1, "correctness": 1, "reason": "ok"}`))
+	rateSrv.SetUsage(900, 100) // 1000 a rating
+	rateSrv.Down()
+	chat := func(srv *providertest.Server) *provider.Chat {
+		c, err := provider.NewChat(provider.Options{BaseURL: srv.URL, Model: model, Timeout: 2 * time.Second, MaxRetries: 1})
+		require.NoError(t, err)
+		return c
+	}
+	pool := testenv.Pool(t)
+	settings := testenv.Config(t, "nats://127.0.0.1:1").Rater
+	settings.Summarize, settings.MaxInputTokens, settings.DailyTokens = true, 64, 6000
+	sender := &flakySender{}
+	r, err := rating.New(pool, sender, rating.Options{Consumer: "rater-budget-test", Rater: settings,
+		LLM: splitLLM{summaries: chat(sumSrv), ratings: chat(rateSrv)}, Model: model}, zerolog.Nop())
+	require.NoError(t, err)
+	tenant := testenv.Tenant(t)
+	ctx := context.Background()
+	long := strings.Repeat("reading 21°C at station north; ", 300)
+	delivery := func(seq uint64) *bus.Delivery {
+		ev, err := bus.NewEvent(rating.TypeToolExecuted, tenant, "test", map[string]any{"tool_name": "weather", "success": true, "output": long})
+		require.NoError(t, err)
+		return &bus.Delivery{Event: ev, Tenant: tenant, Subject: "tool.executed." + tenant, StreamSeq: seq, Time: time.Now()}
+	}
+	spent := func() int64 {
+		n, err := rating.Spent(ctx, pool, tenant, rating.Day(time.Now()))
+		require.NoError(t, err)
+		return n
+	}
+
+	// The summary is paid for, the rating meets the outage: the event
+	// waits, and the 2500 tokens are charged now.
+	d := delivery(1)
+	for range 3 {
+		errs := r.Handle(ctx, []*bus.Delivery{d})
+		require.True(t, bus.IsUnavailable(errs[0]), "%v", errs[0])
+		require.Equal(t, 1, sumSrv.ChatRequests(), "the summary is paid for once, and reused")
+		require.Equal(t, int64(2500), spent())
+	}
+
+	// The model is back: rated from the summary kept, the rating's 1000
+	// tokens charged, and tokens_used says what the rating cost in all.
+	require.NoError(t, rateSrv.Up())
+	require.Equal(t, []error{nil}, r.Handle(ctx, []*bus.Delivery{d}))
+	require.Equal(t, int64(3500), spent())
+	require.Equal(t, 1, sender.count())
+	rows, err := rating.List(ctx, pool, tenant)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, 3500, rows[0].Tokens)
+	require.Equal(t, "llm", rows[0].RaterKind)
+
+	// Other events, each paying for a summary that meets an outage, then
+	// coming back: what they spend is charged, so the budget (6000)
+	// stops them; nothing is paid for beyond what is charged.
+	rateSrv.Down()
+	for i := range 4 {
+		d := delivery(uint64(10 + i))
+		for range 3 {
+			_ = r.Handle(ctx, []*bus.Delivery{d})
+		}
+	}
+	require.Equal(t, int64(2500*sumSrv.ChatRequests()+1000), spent(), "every token the servers billed is charged")
+	require.LessOrEqual(t, spent(), int64(6000+2500), "the budget stops the spending within one call")
+}
+
+// A republished copy rated before its original is filed at the original's
+// sequence once that arrives, as applying the stream in order would file
+// it: the first occurrence counts, at its place.
+func TestCopyRatedFirstIsFiledAtTheOriginal(t *testing.T) {
+	pool := testenv.Pool(t)
+	settings := testenv.Config(t, "nats://127.0.0.1:1").Rater
+	r, err := rating.New(pool, &flakySender{}, rating.Options{Consumer: "rater-copy-test", Rater: settings}, zerolog.Nop())
+	require.NoError(t, err)
+	tenant := testenv.Tenant(t)
+	ev, err := bus.NewEvent(rating.TypeToolExecuted, tenant, "test", map[string]any{"tool_name": "weather", "success": true, "output": "Paris: 21°C"})
+	require.NoError(t, err)
+	original := &bus.Delivery{Event: ev, Tenant: tenant, Subject: "tool.executed." + tenant, StreamSeq: 10, Time: time.Now()}
+	cp := &bus.Delivery{Event: ev, Tenant: tenant, Subject: "tool.executed." + tenant, StreamSeq: 40, Time: time.Now()}
+	ctx := context.Background()
+	require.Equal(t, []error{nil}, r.Handle(ctx, []*bus.Delivery{cp}))
+	require.Equal(t, []error{nil}, r.Handle(ctx, []*bus.Delivery{original}))
+	rows, err := rating.List(ctx, pool, tenant)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, rating.Compute([]*bus.Delivery{original, cp}, settings), rows)
 }

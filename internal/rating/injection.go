@@ -3,7 +3,10 @@ package rating
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -42,17 +45,87 @@ var zeroWidth = strings.NewReplacer("\u200b", "", "\u200c", "", "\u200d", "", "\
 // untrusted content of field. It is a tripwire for known phrasings, not a
 // proof of innocence: text that does not match may still carry an
 // injection a model obeys (see the package comment).
+//
+// The text is read as the model reads it: a call's input is shown as
+// JSON, and an output or a summary may hold JSON, where "\u0020" is a
+// space and "\n" a line break to the model; so text holding backslash
+// escapes is also checked with them decoded (unescape), up to
+// maxUnescape times for escapes escaped again.
 func Detect(field, text string) (Injection, bool) {
 	if strings.TrimSpace(text) == "" {
 		return Injection{}, false
 	}
-	folded := strings.Join(strings.Fields(strings.ToLower(zeroWidth.Replace(norm.NFKC.String(text)))), " ")
-	for _, re := range injectionPatterns {
-		if m := re.FindString(folded); m != "" {
-			return Injection{Field: field, Phrase: oneLine(m, 80)}, true
+	for n := 0; ; n++ {
+		folded := strings.Join(strings.Fields(strings.ToLower(zeroWidth.Replace(norm.NFKC.String(text)))), " ")
+		for _, re := range injectionPatterns {
+			if m := re.FindString(folded); m != "" {
+				return Injection{Field: field, Phrase: oneLine(m, 80)}, true
+			}
+		}
+		if n == maxUnescape || !strings.Contains(text, `\`) {
+			return Injection{}, false
+		}
+		decoded := unescape(text)
+		if decoded == text {
+			return Injection{}, false
+		}
+		text = decoded
+	}
+}
+
+// maxUnescape bounds how many layers of escaping Detect decodes.
+const maxUnescape = 3
+
+// unescape decodes JSON's backslash escapes wherever they are in text,
+// in one pass: \uXXXX (surrogate pairs joined) to its character, \n \t
+// \r \b \f to a space, \" \\ \/ to the character. Anything else is
+// kept as it is.
+func unescape(text string) string {
+	var b strings.Builder
+	b.Grow(len(text))
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if c != '\\' || i+1 == len(text) {
+			b.WriteByte(c)
+			continue
+		}
+		switch e := text[i+1]; e {
+		case 'n', 't', 'r', 'b', 'f':
+			b.WriteByte(' ')
+			i++
+		case '"', '\\', '/':
+			b.WriteByte(e)
+			i++
+		case 'u':
+			r, ok := hex4(text[i+2:])
+			if !ok {
+				b.WriteByte(c)
+				continue
+			}
+			i += 5
+			if utf16.IsSurrogate(r) && strings.HasPrefix(text[i+1:], `\u`) {
+				if r2, ok := hex4(text[i+3:]); ok {
+					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+						r = d
+						i += 6
+					}
+				}
+			}
+			b.WriteRune(r)
+		default:
+			b.WriteByte(c)
 		}
 	}
-	return Injection{}, false
+	return b.String()
+}
+
+// hex4 reads the four hex digits s starts with.
+func hex4(s string) (rune, bool) {
+	if len(s) < 4 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s[:4], 16, 32)
+	return rune(n), err == nil
 }
 
 // DetectCall runs Detect on every untrusted text of c: its input, then

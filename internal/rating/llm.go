@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/chat"
+	"github.com/agentq/agentq/internal/database"
 	"github.com/agentq/agentq/internal/provider"
 )
 
@@ -41,14 +42,28 @@ const promptCustom = `This "tool call" is one use of a prompt version from agent
 // plan is the LLM work for one event, prepared before any call so its
 // cost can be estimated against the budget.
 type plan struct {
-	call      Call
-	input     chat.RatingInput   // untrusted fields already cut to MaxInputTokens
-	rating    chat.Conversation  // the rating request as it stands
-	summary   *chat.Conversation // set when the output is summarised first
-	target    int                // summary size asked for, in tokens
-	estimate  int                // tokens the calls should cost
-	notes     []string           // query and input cuts, for the reason
-	outputCut bool               // the output was cut to MaxInputTokens
+	call     Call
+	input    chat.RatingInput   // untrusted fields already cut to MaxInputTokens
+	rating   chat.Conversation  // the rating request as it stands
+	summary  *chat.Conversation // set when the output is summarised first
+	target   int                // summary size asked for, in tokens
+	estimate int                // tokens the calls should cost
+	// summaryEstimate is the summary's share of estimate.
+	summaryEstimate int
+	notes           []string // query and input cuts, for the reason
+	outputCut       bool     // the output was cut to MaxInputTokens
+	// key is the event's, budget the tenant's day its tokens are
+	// charged to (set by decide).
+	key    database.InboxKey
+	budget budgetKey
+}
+
+// summary is the model's summary of an event's output, kept for the
+// event's next delivery when its rating did not happen.
+type summary struct {
+	text   string
+	cut    bool
+	tokens int // what it cost
 }
 
 // ratingInput is what the rating prompt shows of c, before cutting.
@@ -81,7 +96,8 @@ func (r *Rater) newPlan(c Call) (*plan, error) {
 		}
 		conv := r.conversation(limit).Append(msgs...)
 		p.summary = &conv
-		p.estimate += conv.TokenCount() + limit
+		p.summaryEstimate = conv.TokenCount() + limit
+		p.estimate += p.summaryEstimate
 	}
 	for _, f := range []struct {
 		name string
@@ -119,17 +135,38 @@ type outcome struct {
 // marked bus.Unavailable: the event waits, nothing is rated. A model that
 // refuses the request or keeps answering junk gets the rules' rating
 // instead, with the failure in the reason and the tokens it cost.
+//
+// Every call's tokens are put down to be charged the moment it returns
+// (r.unbilled), whatever happens next: a summary followed by an outage of
+// the rating call is paid for, and charged, once; the summary is kept for
+// the next delivery, which does not pay for it again.
 func (r *Rater) rateWithLLM(ctx context.Context, p *plan) (outcome, error) {
 	start := time.Now()
 	tokens := 0
+	spend := func(n int) {
+		tokens += n
+		r.unbilled.add(p.budget, n)
+	}
 	in := p.input
 	notes := append([]string(nil), p.notes...)
 	if p.summary != nil {
-		resp, err := r.opts.LLM.Complete(ctx, provider.ChatRequest{OpenAIRequest: p.summary.OpenAIRequest()})
-		tokens += r.usage(*p.summary, resp)
+		var err error
+		sum, kept := r.summaries.get(p.key)
+		if kept {
+			tokens += sum.tokens // charged when it was made
+		} else {
+			var resp provider.ChatResponse
+			resp, err = r.opts.LLM.Complete(ctx, provider.ChatRequest{OpenAIRequest: p.summary.OpenAIRequest()})
+			n := r.usage(*p.summary, resp)
+			spend(n)
+			if err == nil {
+				sum.text, sum.cut = Truncate(strings.TrimSpace(resp.Content), r.opts.Rater.MaxInputTokens, r.counter)
+				sum.tokens = n
+			}
+		}
 		switch {
 		case err == nil:
-			summary, cut := Truncate(strings.TrimSpace(resp.Content), r.opts.Rater.MaxInputTokens, r.counter)
+			summary, cut := sum.text, sum.cut
 			if hit, ok := Detect("summary", summary); ok {
 				rt := Rules(p.call)
 				rt.Injection = true
@@ -138,6 +175,7 @@ func (r *Rater) rateWithLLM(ctx context.Context, p *plan) (outcome, error) {
 				rt.Tokens, rt.LatencyMs = tokens, time.Since(start).Milliseconds()
 				return outcome{rt, "injection"}, nil
 			}
+			r.summaries.put(p.key, sum) // until the event is claimed
 			in.Output = summary
 			notes = append(notes, fmt.Sprintf("output summarised by the model (over %d tokens)", r.opts.Rater.MaxInputTokens))
 			if cut {
@@ -165,7 +203,7 @@ func (r *Rater) rateWithLLM(ctx context.Context, p *plan) (outcome, error) {
 	var failure error
 	for range ratingAttempts {
 		resp, err := r.opts.LLM.Complete(ctx, req)
-		tokens += r.usage(conv, resp)
+		spend(r.usage(conv, resp))
 		if err == nil {
 			rt, perr := chat.ParseRating(resp.Content)
 			if perr == nil {

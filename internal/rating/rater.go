@@ -108,7 +108,12 @@ type Rater struct {
 	builder *chat.Builder
 	counter chat.TokenCounter
 	metrics *metrics
-	pending *pending
+	pending *pending[outcome]
+	// summaries keeps the model's summaries of outputs whose rating did
+	// not happen (an outage of the rating call), for the next delivery.
+	summaries *pending[summary]
+	// unbilled holds the tokens spent and not charged yet.
+	unbilled *charges
 	// perEvent bounds one event's LLM work: a summary, and the rating
 	// with one more attempt after junk, each within the LLM's timeout.
 	perEvent time.Duration
@@ -126,10 +131,12 @@ func New(pool *pgxpool.Pool, out Sender, opts Options, log zerolog.Logger) (*Rat
 func newRater(pool *pgxpool.Pool, out Sender, opts Options, log zerolog.Logger) *Rater {
 	r := &Rater{
 		pool: pool, out: out, opts: opts, log: log.With().Str("consumer", opts.Consumer).Logger(),
-		builder: chat.NewBuilder(),
-		counter: chat.CounterForModel(opts.Model),
-		metrics: newMetrics(opts.Registerer),
-		pending: newPending(pendingSize),
+		builder:   chat.NewBuilder(),
+		counter:   chat.CounterForModel(opts.Model),
+		metrics:   newMetrics(opts.Registerer),
+		pending:   newPending[outcome](pendingSize),
+		summaries: newPending[summary](pendingSize),
+		unbilled:  &charges{},
 	}
 	calls := ratingAttempts
 	if opts.Rater.Summarize {
@@ -211,7 +218,9 @@ func (r *Rater) Handle(ctx context.Context, batch []*bus.Delivery) []error {
 			errs[i] = err
 			continue
 		}
-		it := &item{d: d, call: c, key: database.InboxKey{Tenant: d.Tenant, EventID: d.Event.ID()}}
+		// With its sequence: a republished copy rated first is filed at the
+		// original's place when that arrives (Claimed.Moved).
+		it := &item{d: d, call: c, key: database.InboxKey{Tenant: d.Tenant, EventID: d.Event.ID(), Seq: d.StreamSeq}}
 		items[i] = it
 		live = append(live, it)
 	}
@@ -234,6 +243,7 @@ func (r *Rater) Handle(ctx context.Context, batch []*bus.Delivery) []error {
 		}
 		r.log.Debug().Err(err).Int("events", len(live)).Msg("rating batch not committed")
 	}
+	r.charge(ctx)
 	for i, it := range items {
 		if it == nil {
 			continue
@@ -262,6 +272,7 @@ func (r *Rater) decide(ctx context.Context, items []*item) error {
 		case known[it.key]:
 			it.state = stKnown
 			r.pending.drop(it.key)
+			r.summaries.drop(it.key)
 			continue
 		case f != nil:
 			it.state, it.first = stDup, f
@@ -298,7 +309,13 @@ func (r *Rater) decide(ctx context.Context, items []*item) error {
 				continue
 			}
 			bk := budgetKey{it.key.Tenant, Day(it.d.Time)}
-			if limit := r.opts.Rater.DailyTokens; limit > 0 && spent[bk]+reserved[bk]+int64(p.estimate) > limit {
+			p.key, p.budget = it.key, bk
+			if _, ok := r.summaries.get(it.key); ok && p.summary != nil {
+				p.estimate -= p.summaryEstimate // paid for already
+			}
+			// Spent: what the database holds, and what this copy spent
+			// that no transaction has charged yet.
+			if limit := r.opts.Rater.DailyTokens; limit > 0 && spent[bk]+r.unbilled.of(bk)+reserved[bk]+int64(p.estimate) > limit {
 				it.state, it.skip = stSkip, SkipBudget
 				continue
 			}
@@ -310,8 +327,9 @@ func (r *Rater) decide(ctx context.Context, items []*item) error {
 }
 
 // errHandedBack is the outcome of an event whose rating did not start
-// because the batch's time was used up: not its fault, nor a failure.
-var errHandedBack = bus.Unavailable(errors.New("the batch's time was used up before this event's rating started; handed back to be rated on its next delivery"))
+// because the batch's time was used up: not its fault, nor a failure, nor
+// an outage (the others of the batch went through: fetching goes on).
+var errHandedBack = bus.Deferred(errors.New("the batch's time was used up before this event's rating started; handed back to be rated on its next delivery"))
 
 // rateLLM rates the items in stLLM concurrently.
 func (r *Rater) rateLLM(ctx context.Context, items []*item) {
@@ -379,15 +397,19 @@ func (r *Rater) commit(ctx context.Context, items []*item) error {
 		return err
 	}
 	defer tx.Close(ctx)
+	// Every token spent and not charged yet, by any event (rated or not,
+	// this batch's or another's), is charged with this transaction, and
+	// put back if it does not commit.
+	spend := r.unbilled.take()
+	committed := false
+	defer func() {
+		if !committed {
+			r.unbilled.putBack(spend)
+		}
+	}()
 	var rows []*item
 	var results, send []event.Event
-	spend := map[budgetKey]int64{}
 	for j, it := range todo {
-		if it.state == stRated && it.rating.Tokens > 0 {
-			// Tokens are charged whether or not this copy wins the claim:
-			// they were spent.
-			spend[budgetKey{it.key.Tenant, Day(it.d.Time)}] += int64(it.rating.Tokens)
-		}
 		if !claimed.Fresh[j] || it.state != stRated {
 			continue
 		}
@@ -406,6 +428,11 @@ func (r *Rater) commit(ctx context.Context, items []*item) error {
 	}
 	b := &pgx.Batch{}
 	queueRatings(b, rows)
+	for j, it := range todo {
+		if claimed.Moved != nil && claimed.Moved[j] != 0 {
+			b.Queue(`UPDATE ratings SET stream_seq = $3 WHERE tenant_id = $1 AND event_id = $2`, it.key.Tenant, it.key.EventID, int64(it.key.Seq))
+		}
+	}
 	queueSpend(b, spend)
 	if err := r.out.Queue(b, results...); err != nil {
 		return bus.Permanent(err)
@@ -413,8 +440,10 @@ func (r *Rater) commit(ctx context.Context, items []*item) error {
 	if err := tx.Commit(ctx, b); err != nil {
 		return fmt.Errorf("store ratings: %w", err)
 	}
+	committed = true
 	for j, it := range todo {
 		r.pending.drop(it.key)
+		r.summaries.drop(it.key)
 		if !claimed.Fresh[j] {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/jackc/pgx/v5"
@@ -112,6 +113,29 @@ func queueRatings(b *pgx.Batch, items []*item) {
 		ON CONFLICT (tenant_id, event_id) DO NOTHING`,
 		tenants, ids, seqs, targets, keys, tools, hashes, pids, versions,
 		scores, rels, cors, kinds, raters, tokens, latencies, injections, reasons)
+}
+
+// chargeTimeout bounds charging tokens on their own (charge).
+const chargeTimeout = 5 * time.Second
+
+// charge stores the tokens spent that no batch transaction charged: those
+// of calls whose event was not rated (a summary followed by an outage, a
+// call cut off), when the batch committed nothing, or whose transaction
+// failed. It runs on a shutdown too, within its own deadline: the tokens
+// are spent either way. What it cannot store waits for the next batch.
+func (r *Rater) charge(ctx context.Context) {
+	spend := r.unbilled.take()
+	if len(spend) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), chargeTimeout)
+	defer cancel()
+	b := &pgx.Batch{}
+	queueSpend(b, spend)
+	if err := r.pool.SendBatch(ctx, b).Close(); err != nil {
+		r.unbilled.putBack(spend)
+		r.log.Debug().Err(err).Msg("tokens spent not charged yet; charged with the next batch")
+	}
 }
 
 // queueSpend queues the charge of the tokens spent, per tenant and day, in

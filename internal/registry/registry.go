@@ -19,7 +19,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/pgvector/pgvector-go"
 )
 
 // Tool is one definition of a tool.
@@ -93,26 +92,39 @@ func Head(ctx context.Context, db DB, tenant, name string) (version int, hash st
 	return version, hash, err
 }
 
-// Put makes r the current definition of its tool and adds it to the
-// history. A version already in the history is left as it is (a repeat
-// of the same put), and the current row moves only forward.
+// Put makes r the current definition of its tool unless a registration
+// later in the stream already is (compare-and-set on the stream
+// sequence), and adds it to the history. A version already in the history
+// is left as it is (a repeat of the same put).
 func Put(ctx context.Context, db DB, r Row) error {
-	var vec any
-	if r.Embedding != nil {
-		vec = pgvector.NewVector(r.Embedding)
+	if err := putHistory(ctx, db, r); err != nil {
+		return err
 	}
-	schema := nullJSON(r.InputSchema)
+	return putCurrent(ctx, db, r, "tools.stream_seq < excluded.stream_seq")
+}
+
+func putHistory(ctx context.Context, db DB, r Row) error {
 	tags := r.Tags
 	if tags == nil {
 		tags = []string{}
 	}
-	at := r.RegisteredAt.UTC()
 	if _, err := db.Exec(ctx, `
 INSERT INTO tool_history (tenant_id, name, version, hash, description, input_schema, server, tags, registered_at, event_id, stream_seq)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 ON CONFLICT (tenant_id, name, version) DO NOTHING`,
-		r.Tenant, r.Name, r.Version, r.Hash, r.Description, schema, r.Server, tags, at, r.EventID, int64(r.StreamSeq)); err != nil {
+		r.Tenant, r.Name, r.Version, r.Hash, r.Description, nullJSON(r.InputSchema), r.Server, tags, r.RegisteredAt.UTC(),
+		r.EventID, int64(r.StreamSeq)); err != nil {
 		return fmt.Errorf("tool history %s v%d: %w", r.Name, r.Version, err)
+	}
+	return nil
+}
+
+// putCurrent upserts the current row of r's tool where the condition on
+// the existing row (tools) and the new one (excluded) holds.
+func putCurrent(ctx context.Context, db DB, r Row, where string) error {
+	tags := r.Tags
+	if tags == nil {
+		tags = []string{}
 	}
 	if _, err := db.Exec(ctx, `
 INSERT INTO tools (tenant_id, name, version, hash, description, input_schema, server, tags, registered_at, event_id, stream_seq,
@@ -123,9 +135,9 @@ SET version = excluded.version, hash = excluded.hash, description = excluded.des
     input_schema = excluded.input_schema, server = excluded.server, tags = excluded.tags,
     registered_at = excluded.registered_at, event_id = excluded.event_id, stream_seq = excluded.stream_seq,
     embedding = excluded.embedding, embedding_model = excluded.embedding_model, embedding_dim = excluded.embedding_dim
-WHERE tools.version < excluded.version`,
-		r.Tenant, r.Name, r.Version, r.Hash, r.Description, schema, r.Server, tags, at, r.EventID, int64(r.StreamSeq),
-		vec, r.Model, len(r.Embedding)); err != nil {
+WHERE `+where,
+		r.Tenant, r.Name, r.Version, r.Hash, r.Description, nullJSON(r.InputSchema), r.Server, tags, r.RegisteredAt.UTC(),
+		r.EventID, int64(r.StreamSeq), vector(r), r.Model, len(r.Embedding)); err != nil {
 		return fmt.Errorf("tool %s v%d: %w", r.Name, r.Version, err)
 	}
 	return nil
@@ -176,9 +188,9 @@ func History(ctx context.Context, db DB, tenant, name string) ([]Tool, error) {
 	return out, rows.Err()
 }
 
-// Reset deletes tenant's tools and history ("" = every tenant).
+// Reset deletes tenant's tools, history and log ("" = every tenant).
 func Reset(ctx context.Context, db DB, tenant string) error {
-	for _, table := range []string{"tool_history", "tools"} {
+	for _, table := range []string{"tool_history", "tools", "tool_log"} {
 		if _, err := db.Exec(ctx, `DELETE FROM `+table+` WHERE $1 = '' OR tenant_id = $1`, tenant); err != nil {
 			return fmt.Errorf("reset %s: %w", table, err)
 		}

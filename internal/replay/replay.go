@@ -441,10 +441,13 @@ func apply(ctx context.Context, js jetstream.JetStream, schema bus.Validator, t 
 				continue
 			}
 			rep.Events++
-			d, err := bus.Read(m, schema, o.MaxPayload)
-			if err != nil {
+			d, err := bus.ReadAs(t.Consumer, m, schema, o.MaxPayload)
+			switch {
+			case errors.Is(err, bus.ErrNotForConsumer):
+				// Another consumer's redrive: live copies ack it unread.
+			case err != nil:
 				rep.Skipped[bus.ReasonOf(err)]++
-			} else {
+			default:
 				batch = append(batch, d)
 			}
 			pending = meta.NumPending

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/agentq/agentq/internal/service"
 )
 
 // A hybrid search's statement runs its two arms one after the other: the
@@ -69,8 +71,26 @@ type fusedKey[T any] func(*T) (candidate, *fused)
 
 // retrieveRows runs the retrieval of one search (see retrieve) and returns
 // its rows, read by scan: for a hybrid search with a slot free, by
-// running the arms apart and fusing them.
-func retrieveRows[T any](ctx context.Context, s *Searcher, p plan, topK int, kd kind, tune tuning, filter string, named map[string]any, tail string, scan func(pgx.Rows) (T, error), key fusedKey[T]) ([]T, error) {
+// running the arms apart and fusing them. When Postgres refuses the
+// query's full-text form (queryRefused), a hybrid search answers from its
+// vector arm alone and says so in p; a search with no other arm is a bad
+// request.
+func retrieveRows[T any](ctx context.Context, s *Searcher, p *plan, topK int, kd kind, tune tuning, filter string, named map[string]any, tail string, scan func(pgx.Rows) (T, error), key fusedKey[T]) ([]T, error) {
+	rows, err := retrieveArms(ctx, s, *p, topK, kd, tune, filter, named, tail, scan, key)
+	if err == nil || !p.mode.lexicalArm() || !queryRefused(err) {
+		return rows, err
+	}
+	if p.mode != Hybrid {
+		return nil, service.BadRequest("the query cannot be searched by its words: %s", truncate(err.Error(), 300))
+	}
+	s.skipped("full_text", skipQueryRejected, p.model, err)
+	p.mode, p.degraded = Vector, true
+	p.reason = "the full-text search refused the query (" + truncate(err.Error(), 200) + "); results are from vector search alone"
+	return retrieveArms(ctx, s, *p, topK, kd, tune, filter, named, tail, scan, key)
+}
+
+// retrieveArms is retrieveRows without the fallback.
+func retrieveArms[T any](ctx context.Context, s *Searcher, p plan, topK int, kd kind, tune tuning, filter string, named map[string]any, tail string, scan func(pgx.Rows) (T, error), key fusedKey[T]) ([]T, error) {
 	collect := func(ctx context.Context, p plan, out *[]T) error {
 		return s.retrieve(ctx, p, topK, kd, tune, filter, named, tail, func(r pgx.Rows) error {
 			x, err := scan(r)

@@ -35,3 +35,11 @@ func (s *Searcher) HoldApart() (release func()) {
 		}
 	}
 }
+
+// RawFullTextQueries makes searches give the query to the full-text arm as
+// it is, as before runs of "-" were read as word breaks, until restore is
+// called: the way to a query Postgres refuses.
+func RawFullTextQueries() (restore func()) {
+	fullTextForm = func(q string) string { return q }
+	return func() { fullTextForm = fullTextQuery }
+}

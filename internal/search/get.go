@@ -13,9 +13,9 @@ import (
 	"github.com/agentq/agentq/internal/service"
 )
 
-// GetRequest is prompts.get.request.v1: a version by number or by label,
-// not both; with neither, the version labelled production, else the
-// latest.
+// GetRequest is prompts.get.request.v1: a version by number or by label
+// (latest, implicit, is the highest version), not both; with neither, the
+// version labelled production, else the latest.
 type GetRequest struct {
 	ID      string         `json:"id"`
 	Version int            `json:"version,omitempty"`
@@ -39,7 +39,8 @@ var (
 // getSQL resolves the prompt in one statement. The owner is the caller
 // when it has any version of the id, else _global: a tenant's prompt
 // shadows a shared one of the same id as a whole, so a version or label
-// never mixes the two.
+// never mixes the two. The label latest is implicit (the indexer refuses
+// to move it): the owner's highest version.
 const getSQL = `WITH o AS (
   SELECT coalesce(
     (SELECT $1::text WHERE EXISTS (SELECT 1 FROM prompts WHERE tenant_id = $1 AND id = $2)),
@@ -48,6 +49,7 @@ SELECT ` + library.Columns + `
 FROM o JOIN prompts p ON p.tenant_id = o.tenant AND p.id = $2
 WHERE p.version = CASE
   WHEN $3::int > 0 THEN $3::int
+  WHEN $4::text = 'latest' THEN (SELECT max(x.version) FROM prompts x WHERE x.tenant_id = o.tenant AND x.id = $2)
   WHEN $4::text <> '' THEN (SELECT l.version FROM prompt_labels l WHERE l.tenant_id = o.tenant AND l.prompt_id = $2 AND l.label = $4)
   ELSE coalesce((SELECT l.version FROM prompt_labels l WHERE l.tenant_id = o.tenant AND l.prompt_id = $2 AND l.label = 'production'),
                 (SELECT max(x.version) FROM prompts x WHERE x.tenant_id = o.tenant AND x.id = $2)) END`

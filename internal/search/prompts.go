@@ -38,8 +38,13 @@ type PromptsResponse struct {
 // request filter: the tenant's and _global's, and the version a consumer
 // gets (labelled production, else the latest), kept by the indexer in
 // prompts.current: the HNSW index is partial on it, so kNN walks only
-// served versions (migration 00009).
-const promptFilter = `a.tenant_id IN ({tenant}, '_global') AND a.current`
+// served versions (migration 00009). A _global prompt whose id the
+// tenant has too is left out: the tenant's shadows it, as in prompts.get
+// (getSQL), so every result's id names what prompts.get returns, and a
+// figure the tenant reported by <id>@<version> (the tenant's own prompt)
+// never reaches the _global one.
+const promptFilter = `a.tenant_id IN ({tenant}, '_global') AND a.current
+    AND (a.tenant_id = {tenant} OR NOT EXISTS (SELECT 1 FROM prompts o WHERE o.tenant_id = {tenant} AND o.id = a.id))`
 
 // PromptResult is one prompt version found.
 type PromptResult struct {
@@ -77,6 +82,9 @@ func (s *Searcher) Prompts(ctx context.Context, tenant string, req PromptsReques
 	}
 	if len(req.Tags) > 64 {
 		return PromptsResponse{}, service.BadRequest("%d tags; at most 64", len(req.Tags))
+	}
+	if err := checkTexts("a tag", req.Tags); err != nil {
+		return PromptsResponse{}, err
 	}
 	k := max(s.opts.PromptK, limit)
 	p := s.plan(ctx, s.emb.Prompts, q)
@@ -121,7 +129,7 @@ LEFT JOIN LATERAL (
 		calls    int64
 		lastUsed *time.Time
 	}
-	rows, err := retrieveRows(ctx, s, p, k, promptKind, tune, filter, named, tail, func(r pgx.Rows) (row, error) {
+	rows, err := retrieveRows(ctx, s, &p, k, promptKind, tune, filter, named, tail, func(r pgx.Rows) (row, error) {
 		var x row
 		var err error
 		x.prompt, x.params, err = library.ScanLazy(r, &x.f.rrf, &x.f.cov, &x.f.lrank, &x.cos, &x.quality, &x.calls, &x.lastUsed)
@@ -133,39 +141,19 @@ LEFT JOIN LATERAL (
 		return PromptsResponse{}, fmt.Errorf("search prompts: %w", err)
 	}
 
-	now := time.Now()
-	var most int64
-	var bestL float64 // the best BM25 among the candidates
-	for _, x := range rows {
-		most = max(most, x.calls)
-		if x.f.lrank != nil {
-			bestL = max(bestL, *x.f.lrank)
-		}
-	}
-	w := s.opts.PromptWeights
-	results := make([]PromptResult, len(rows))
-	keys := make([]candidate, len(rows))
+	ev := make([]evidence, len(rows))
 	for i, x := range rows {
-		c := Components{Similarity: tune.similarity(p.mode, x.cos, x.f, bestL), Quality: s.opts.NeutralQuality, Usage: usage(x.calls, most)}
-		if x.quality != nil {
-			c.Quality = clamp01(*x.quality)
+		ev[i] = evidence{f: x.f, cos: x.cos, quality: x.quality, calls: x.calls, times: []time.Time{x.prompt.CreatedAt}}
+		if x.lastUsed != nil {
+			ev[i].times = append(ev[i].times, *x.lastUsed)
 		}
-		last := x.prompt.CreatedAt
-		if x.lastUsed != nil && x.lastUsed.After(last) {
-			last = *x.lastUsed
-		}
-		c.Recency = recency(last, now, s.opts.HalfLife)
-		results[i] = PromptResult{Prompt: x.prompt, Score: w.score(c), Components: c}
-		keys[i] = candidate{results[i].Score, x.prompt.Tenant, x.prompt.ID, x.prompt.Version}
 	}
-	order := make([]int, len(rows))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return better(keys[a], keys[b]) })
-	resp := PromptsResponse{Results: make([]PromptResult, 0, min(limit, len(rows))), Retrieval: p.retrieval()}
-	for _, i := range order[:min(limit, len(order))] {
-		r := results[i]
+	comps, scores, order := s.rerank(p.mode, tune, s.opts.PromptWeights, ev, func(i int) candidate {
+		return candidate{tenant: rows[i].prompt.Tenant, name: rows[i].prompt.ID, version: rows[i].prompt.Version}
+	}, limit)
+	resp := PromptsResponse{Results: make([]PromptResult, 0, len(order)), Retrieval: p.retrieval()}
+	for _, i := range order {
+		r := PromptResult{Prompt: rows[i].prompt, Score: scores[i], Components: comps[i]}
 		if err := r.Prompt.DecodeParameters(rows[i].params); err != nil {
 			return PromptsResponse{}, fmt.Errorf("search prompts: %w", err)
 		}

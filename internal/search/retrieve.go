@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pgvector/pgvector-go"
 
 	"github.com/agentq/agentq/internal/database"
@@ -370,13 +371,55 @@ type sqlLiteral string
 
 // named returns the placeholders' values every retrieval uses (see
 // retrievalSQL): the tenant as an SQL literal (see statements.go), the
-// query, K and the full-text bound.
+// query as the full-text arm reads it (fullTextQuery), K and the
+// full-text bound.
 func (s *Searcher) named(tenant, query string, k int) (map[string]any, error) {
 	lit, err := literal(tenant)
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"tenant": sqlLiteral(lit), "query": query, "k": k, "lexn": s.opts.LexicalCandidates}, nil
+	return map[string]any{"tenant": sqlLiteral(lit), "query": fullTextForm(query), "k": k, "lexn": s.opts.LexicalCandidates}, nil
+}
+
+// fullTextForm is fullTextQuery; a test replaces it to reach the fallback
+// of a query Postgres refuses (retrieveRows).
+var fullTextForm = fullTextQuery
+
+// negations is a run of two or more "-" with only what
+// websearch_to_tsquery's parser may skip between them (white space, the
+// operator characters !&|()< it ignores, and a quote it finds no match
+// for): each "-" is a NOT, and more than 31 in a row overflow the
+// parser's operator stack ("tsquery stack too small", the whole statement
+// failing). A pasted heading rule ("# ------ # GUIDE") or a "--flag"
+// holds such a run; none means a negation, so it is read as a word break.
+var negations = regexp.MustCompile(`-[\s\x0B\x{85}\p{Z}"!&|()<-]*-`)
+
+// fullTextQuery is query as the full-text arm gives it to
+// websearch_to_tsquery: runs of "-" are word breaks (see negations).
+// A single "-" before a word still excludes it.
+func fullTextQuery(query string) string {
+	if strings.Count(query, "-") < 2 {
+		return query
+	}
+	return negations.ReplaceAllString(query, " ")
+}
+
+// queryRefused reports whether err is Postgres refusing the full-text
+// form of the query rather than failing: a parser limit (tsquery's
+// errors are XX000), a program limit (54xxx) or a data exception (22xxx)
+// from text the request carried. Outages and other failures are not.
+func queryRefused(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || len(pe.Code) < 2 {
+		return false
+	}
+	switch pe.Code[:2] {
+	case "22", "54":
+		return true
+	case "XX":
+		return strings.Contains(pe.Message, "tsquery")
+	}
+	return false
 }
 
 // plan is how one search retrieves: the mode, and the query vector when
@@ -422,14 +465,14 @@ func (s *Searcher) plan(ctx context.Context, e embed.Embedder, query string) pla
 		err = fmt.Errorf("%d vectors for 1 text", len(vecs))
 	}
 	if err != nil {
-		reason := "embedding provider unavailable"
+		reason, why := "embedding provider unavailable", skipEmbedderUnavailable
 		switch {
 		case errors.Is(err, embed.ErrEmptyText):
-			reason = "the query has no words to embed"
+			reason, why = "the query has no words to embed", skipNoWords
 		case errors.Is(ectx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
-			reason = fmt.Sprintf("embedding provider did not answer within %s", s.opts.EmbedTimeout)
+			reason, why = fmt.Sprintf("embedding provider did not answer within %s", s.opts.EmbedTimeout), skipEmbedderTimeout
 		}
-		s.log.Warn().Err(err).Str("model", model).Msg("query not embedded; searching by full text alone")
+		s.skipped("vector", why, model, err)
 		return plan{mode: Lexical, degraded: true, reason: reason + " (" + model + "); results are from full-text search alone"}
 	}
 	s.cache.put(key, vecs[0])
@@ -546,10 +589,20 @@ func vectorSettings(m Method, k, efSearch, probes int, iterative bool) []any {
 // the ones the cast of the text would give.
 func (p plan) vector() pgvector.HalfVector { return pgvector.NewHalfVector(p.vec) }
 
-// recency is 0.5^(age/halfLife), 1 for a time in the future.
+// recency is 0.5^(age/halfLife), age being how far at is from now either
+// way. The times are the events' (ce-time, which the publisher sets): a
+// time in the future is a wrong clock or a lie, and counting it as now
+// would pin the candidate's recency at 1 until then, for every tenant
+// when the publisher is _global's. Measured from now either way, a
+// candidate dated ahead is as recent as one created at its date will be
+// then: it can move its peak, not hold it. A clock a few seconds fast
+// costs nothing.
 func recency(at, now time.Time, halfLife time.Duration) float64 {
 	age := now.Sub(at)
-	if age <= 0 || halfLife <= 0 {
+	if age < 0 {
+		age = -age
+	}
+	if age == 0 || halfLife <= 0 {
 		return 1
 	}
 	return pow2(-float64(age) / float64(halfLife))

@@ -1,26 +1,35 @@
 // Package search answers agentq's request/reply searches over the indexer's
 // tables: search.prompts, search.tools and prompts.get (DESIGN §2.1, §4).
 //
-// A search runs seed 000/001's three stages:
+// A search runs three stages:
 //
 //  1. Retrieve K candidates by hybrid retrieval, in one SQL statement: a
 //     pgvector HNSW kNN arm (cosine, over the rows embedded with the model
 //     in force, through the partial expression index EnsureIndexes
 //     creates) and a Postgres full-text arm, fused by reciprocal rank
 //     (k = 60). Both arms filter by tenant (the caller's and _global's
-//     rows), and by type and tags (prompts) or exclusions, quarantine and
-//     minimum quality (tools), so K candidates are K eligible ones.
-//  2. Re-rank by score = Σ weight × component over similarity (the fused
-//     reciprocal rank, normalised to 0..1), quality (the read model's
-//     quality score, a neutral value when there is none), recency
-//     (exponential decay with a half-life) and usage (calls, log-scaled,
-//     relative to the most used candidate).
+//     rows, the caller's shadowing _global's of the same prompt id or
+//     tool name), and by type and tags (prompts) or exclusions,
+//     quarantine and minimum quality (tools), so K candidates are K
+//     eligible ones.
+//  2. Re-rank by score = Σ weight × component over similarity (how well
+//     the candidate matches: the cosine of its vector to the query's and
+//     its full-text coverage of the query, each arm's measure when one arm
+//     ran; the fused rank only chooses the K), quality (the read model's
+//     quality score, a neutral value when there is none: the scorer's
+//     for no observations), recency (exponential decay with a half-life,
+//     from now either way) and usage (calls, log-scaled, relative to the
+//     most used candidate).
 //  3. Assemble: sort by score, cut to the limit, render prompts when
 //     params are given, and return every component.
 //
-// When the embedding provider fails or is slow, the search answers from
-// the full-text arm alone and says so: retrieval {mode: lexical,
-// degraded: true, reason}.
+// When the embedding provider fails or is slow, or the query has nothing
+// to embed, the search answers from the full-text arm alone and says so:
+// retrieval {mode: lexical, degraded: true, reason}. When Postgres refuses
+// the query's full-text form, it answers from the vector arm alone
+// (mode: vector, degraded). Either is counted
+// (agentq_search_arm_skipped_total); a warning is logged at most once per
+// warnEvery, as any client can cause one per search.
 //
 // Prompt searches return, per prompt id, the version a consumer gets from
 // prompts.get without a version or label: the one labelled production,
@@ -37,10 +46,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/agentq/agentq/internal/embed"
 	"github.com/agentq/agentq/internal/library"
+	"github.com/agentq/agentq/internal/quality"
 )
 
 // Weights weigh the components of a score. They need not add up to 1;
@@ -85,7 +96,7 @@ const (
 	DefaultEFSearch          = 64
 	DefaultProbes            = 10
 	DefaultLexicalCandidates = 200
-	DefaultNeutralQuality    = 0.5
+	DefaultNeutralQuality    = quality.NoEvidence
 	DefaultEmbedTimeout      = time.Second
 	DefaultCacheSize         = 1024
 	DefaultGetCacheSize      = 4096
@@ -130,7 +141,10 @@ type Options struct {
 	// large corpus costs a bounded number of row reads.
 	LexicalCandidates int
 	// NeutralQuality is the quality of a candidate with no figures yet.
-	// Set it with a value in (0, 1]; 0 takes the default.
+	// The default is the scorer's quality for no observations
+	// (quality.NoEvidence): another value ranks an unused candidate
+	// apart from one whose first calls the scorer has not judged either
+	// way. Set it with a value in (0, 1]; 0 takes the default.
 	NeutralQuality float64
 	// EmbedTimeout bounds embedding the query; past it, the search
 	// answers from full text alone (degraded).
@@ -159,6 +173,9 @@ type Options struct {
 	// search.prompts with params (zero fields: library's defaults). A
 	// rendering stopped at a limit is answered render_limit.
 	Render library.Limits
+	// Registerer receives the search's metrics; nil keeps them
+	// unregistered.
+	Registerer prometheus.Registerer
 }
 
 func (o *Options) defaults() error {
@@ -270,6 +287,9 @@ type Searcher struct {
 	apart chan struct{}
 	// runsApart counts the searches that ran apart.
 	runsApart *atomic.Int64
+	metrics   *metrics
+	// warnings throttles the warnings any client's searches can cause.
+	warnings *throttle
 }
 
 // New returns a Searcher over pool. It fails only on invalid options.
@@ -290,6 +310,8 @@ func New(pool *pgxpool.Pool, emb Embedders, opts Options, log zerolog.Logger) (*
 		simple:     pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol,
 		apart:      apartSlots(opts.ArmsApart, pool.Config().MaxConns),
 		runsApart:  &atomic.Int64{},
+		metrics:    newMetrics(opts.Registerer),
+		warnings:   newThrottle(),
 	}, nil
 }
 

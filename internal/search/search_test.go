@@ -31,14 +31,14 @@ var lexical = embed.Lexical{}
 
 // fixture is a database with the indexes for an embedder, and a searcher.
 type fixture struct {
-	t    *testing.T
+	t    testing.TB
 	pool *pgxpool.Pool
 	emb  embed.Embedder
 	s    *search.Searcher
 	seq  uint64
 }
 
-func newFixture(t *testing.T, emb embed.Embedder, opts search.Options) *fixture {
+func newFixture(t testing.TB, emb embed.Embedder, opts search.Options) *fixture {
 	t.Helper()
 	pool := testenv.Pool(t)
 	ctx := context.Background()
@@ -372,8 +372,9 @@ func TestRankingOrder(t *testing.T) {
 	// the track tools, alike in similarity, quality and recency decide.
 	require.Equal(t, []string{ten + "/track_b_" + w, ten + "/track_c_" + w, ten + "/track_a_" + w, ten + "/weather_" + w}, toolNames(r, w))
 
-	// min_quality drops the poor tool; a tool with no figures counts as neutral (0.5).
-	r, err = f.s.Tools(ctx, ten, search.ToolsRequest{Query: "shipping status of my order " + w, MinQuality: 0.5, ExcludeNames: []string{"track_c_" + w}})
+	// min_quality drops the poor tool; a tool with no figures counts as
+	// neutral (the scorer's quality for no observations, 0.25).
+	r, err = f.s.Tools(ctx, ten, search.ToolsRequest{Query: "shipping status of my order " + w, MinQuality: search.DefaultNeutralQuality, ExcludeNames: []string{"track_c_" + w}})
 	require.NoError(t, err)
 	require.Equal(t, []string{ten + "/track_b_" + w, ten + "/weather_" + w}, toolNames(r, w))
 
@@ -425,6 +426,7 @@ func TestPromptVersionsAndLabels(t *testing.T) {
 	}{
 		{"default is production", search.GetRequest{}, 2, ""},
 		{"label", search.GetRequest{Label: "staging"}, 1, ""},
+		{"latest is implicit", search.GetRequest{Label: "latest"}, 3, ""},
 		{"version", search.GetRequest{Version: 3}, 3, ""},
 		{"unknown label", search.GetRequest{Label: "canary"}, 0, service.CodeNotFound},
 		{"unknown version", search.GetRequest{Version: 9}, 0, service.CodeNotFound},

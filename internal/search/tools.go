@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,8 +18,8 @@ type ToolsRequest struct {
 	Limit        int      `json:"limit,omitempty"`
 	ExcludeNames []string `json:"exclude_names,omitempty"`
 	// MinQuality keeps tools whose quality is at least this; a tool with
-	// no figures yet counts as NeutralQuality, so new tools are not
-	// hidden by a modest bar.
+	// no figures yet counts as NeutralQuality (by default the scorer's
+	// quality for no observations), as it ranks.
 	MinQuality float64 `json:"min_quality,omitempty"`
 }
 
@@ -38,8 +37,14 @@ type ToolResult struct {
 }
 
 // toolFilter is the arms' condition on a tool before any request
-// filter: the tenant's and _global's, not quarantined.
+// filter: the tenant's and _global's, not quarantined. A _global tool
+// whose name the tenant has registered too is left out: agents call tools
+// by name, so two results of one name would be ambiguous, and the
+// tenant's registration is its own definition of that name (as a tenant's
+// prompt shadows a _global one of the same id). The tenant's quality and
+// health rows of that name are then about its own tool alone.
 const toolFilter = `a.tenant_id IN ({tenant}, '_global')
+    AND (a.tenant_id = {tenant} OR NOT EXISTS (SELECT 1 FROM tools o WHERE o.tenant_id = {tenant} AND o.name = a.name))
     AND NOT EXISTS (SELECT 1 FROM index_tool_health h
                     WHERE h.tenant_id IN ({tenant}, a.tenant_id) AND h.tool_name = a.name
                       AND h.quarantined AND (h.expires_at IS NULL OR h.expires_at > now()))`
@@ -63,9 +68,10 @@ type Tool struct {
 	QualityScore *float64 `json:"quality_score,omitempty"`
 }
 
-// Tools searches tenant's and _global's tools; quarantined ones (a health
-// row of the caller or of the tool's tenant saying quarantined, not
-// expired) are never returned.
+// Tools searches tenant's and _global's tools, a tenant's tool shadowing
+// a _global one of the same name; quarantined ones (a health row of the
+// caller or of the tool's tenant saying quarantined, not expired) are
+// never returned.
 func (s *Searcher) Tools(ctx context.Context, tenant string, req ToolsRequest) (ToolsResponse, error) {
 	if err := checkTenant(tenant); err != nil {
 		return ToolsResponse{}, err
@@ -83,6 +89,9 @@ func (s *Searcher) Tools(ctx context.Context, tenant string, req ToolsRequest) (
 	}
 	if len(req.ExcludeNames) > 256 {
 		return ToolsResponse{}, service.BadRequest("%d exclude_names; at most 256", len(req.ExcludeNames))
+	}
+	if err := checkTexts("an exclude_names entry", req.ExcludeNames); err != nil {
+		return ToolsResponse{}, err
 	}
 	k := max(s.opts.ToolK, limit)
 	p := s.plan(ctx, s.emb.Tools, q)
@@ -132,7 +141,7 @@ LEFT JOIN LATERAL (
 		state       *string
 		quarantined *bool
 	}
-	rows, err := retrieveRows(ctx, s, p, k, toolKind, tune, filter, named, tail, func(r pgx.Rows) (row, error) {
+	rows, err := retrieveRows(ctx, s, &p, k, toolKind, tune, filter, named, tail, func(r pgx.Rows) (row, error) {
 		var x row
 		var err error
 		x.tool, err = registry.Scan(r, &x.f.rrf, &x.f.cov, &x.f.lrank, &x.cos, &x.quality, &x.calls, &x.lastSuccess, &x.state, &x.quarantined)
@@ -144,45 +153,30 @@ LEFT JOIN LATERAL (
 		return ToolsResponse{}, fmt.Errorf("search tools: %w", err)
 	}
 
-	now := time.Now()
-	var most int64
-	var bestL float64 // the best BM25 among the candidates
-	for _, x := range rows {
-		most = max(most, x.calls)
-		if x.f.lrank != nil {
-			bestL = max(bestL, *x.f.lrank)
-		}
-	}
-	w := s.opts.ToolWeights
-	results := make([]ToolResult, len(rows))
-	keys := make([]candidate, len(rows))
+	ev := make([]evidence, len(rows))
 	for i, x := range rows {
-		c := Components{Similarity: tune.similarity(p.mode, x.cos, x.f, bestL), Quality: s.opts.NeutralQuality, Usage: usage(x.calls, most)}
-		t := Tool{Tenant: x.tool.Tenant, Name: x.tool.Name, Version: x.tool.Version, Hash: x.tool.Hash,
-			Description: x.tool.Description, InputSchema: x.tool.InputSchema, Server: x.tool.Server, Tags: x.tool.Tags}
-		if x.quality != nil {
-			qv := clamp01(*x.quality)
-			c.Quality, t.QualityScore = qv, &qv
-		}
 		last := x.tool.RegisteredAt
 		if x.lastSuccess != nil {
 			last = *x.lastSuccess
 		}
-		c.Recency = recency(last, now, s.opts.HalfLife)
+		ev[i] = evidence{f: x.f, cos: x.cos, quality: x.quality, calls: x.calls, times: []time.Time{last}}
+	}
+	comps, scores, order := s.rerank(p.mode, tune, s.opts.ToolWeights, ev, func(i int) candidate {
+		return candidate{tenant: rows[i].tool.Tenant, name: rows[i].tool.Name}
+	}, limit)
+	resp := ToolsResponse{Results: make([]ToolResult, 0, len(order)), Retrieval: p.retrieval()}
+	for _, i := range order {
+		x := rows[i]
+		t := Tool{Tenant: x.tool.Tenant, Name: x.tool.Name, Version: x.tool.Version, Hash: x.tool.Hash,
+			Description: x.tool.Description, InputSchema: x.tool.InputSchema, Server: x.tool.Server, Tags: x.tool.Tags}
+		if x.quality != nil {
+			qv := comps[i].Quality
+			t.QualityScore = &qv
+		}
 		if x.state != nil {
 			t.State = publicState(*x.state)
 		}
-		results[i] = ToolResult{Tool: t, Score: w.score(c), Components: c}
-		keys[i] = candidate{results[i].Score, t.Tenant, t.Name, 0}
-	}
-	order := make([]int, len(rows))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return better(keys[a], keys[b]) })
-	resp := ToolsResponse{Results: make([]ToolResult, 0, min(limit, len(rows))), Retrieval: p.retrieval()}
-	for _, i := range order[:min(limit, len(order))] {
-		resp.Results = append(resp.Results, results[i])
+		resp.Results = append(resp.Results, ToolResult{Tool: t, Score: scores[i], Components: comps[i]})
 	}
 	return resp, nil
 }

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -64,11 +65,20 @@ func (p *Proxy) Down() {
 // Up listens again on the same address.
 func (p *Proxy) Up(t testing.TB) {
 	t.Helper()
+	if err := p.Restore(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Restore is Up for a goroutine other than the test's: it returns the
+// error instead of failing the test.
+func (p *Proxy) Restore() error {
 	ln, err := net.Listen("tcp", p.addr)
 	if err != nil {
-		t.Fatalf("proxy relisten on %s: %v", p.addr, err)
+		return fmt.Errorf("proxy relisten on %s: %w", p.addr, err)
 	}
 	p.serve(ln)
+	return nil
 }
 
 func (p *Proxy) serve(ln net.Listener) {

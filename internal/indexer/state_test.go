@@ -1,10 +1,16 @@
 package indexer
 
+// This file is the test oracle: the state of a tenant read from the
+// database (ReadState) and the state the stream gives applied in order with
+// no database (Compute), field by field, for the conformance suite, replay
+// and stream-order tests. It is compiled into tests only.
+
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -182,14 +188,10 @@ func ReadState(ctx context.Context, db library.DB, tenant string) (State, error)
 
 // Compute is the reference: the state deliveries give when applied one by
 // one in the order given (stream order), in memory, without a database.
-// Deliveries may include consumer's own results (prompt.indexed,
-// tool.indexed, indexer.rejected): the decisions they carry are followed,
-// as a rebuild follows them; an input without one is decided in order.
+// An event id seen before (a republished copy) counts at its first
+// occurrence only. Deliveries may include consumer's own results
+// (prompt.indexed, tool.indexed, indexer.rejected): they hold no state.
 func Compute(consumer string, ds []*bus.Delivery) State {
-	facts := NewStreamFacts()
-	for _, d := range ds {
-		facts.Add(consumer, d.Event)
-	}
 	type pkey struct {
 		id string
 		v  int
@@ -201,37 +203,38 @@ func Compute(consumer string, ds []*bus.Delivery) State {
 	var history []ToolRow
 	quality := map[[2]string]QualityRow{}
 	health := map[string]HealthRow{}
+	seen := map[[2]string]bool{}
 
 	for _, d := range ds {
+		if d.Event.Source() == "agentq/"+consumer {
+			continue
+		}
+		if k := [2]string{d.Tenant, d.Event.ID()}; seen[k] {
+			continue
+		} else {
+			seen[k] = true
+		}
 		o, err := decode(d)
 		if err != nil || o.reject != nil {
-			continue // result events, dead letters, rejections: no state
+			continue // dead letters, rejections: no state
 		}
-		f, hasFact := facts.Lookup(d.Tenant, d.Event.ID())
 		switch o.kind {
 		case opPrompt:
 			p := o.prompt
 			switch {
-			case hasFact && f.Outcome != OutcomeCreated:
-				continue
-			case hasFact:
-				p.Version = f.Version
 			case p.Version > 0:
 				if _, exists := prompts[pkey{p.ID, p.Version}]; exists {
 					continue // unchanged or a conflict: nothing stored
-				}
-				if _, taken := facts.Taken(d.Tenant, "prompt", p.ID, p.Version); taken {
-					continue
 				}
 			default:
 				h := head[p.ID]
 				if h > 0 && prompts[pkey{p.ID, h}].Hash == library.Hash(p.ID, h, p.Content, p.Type) {
 					continue
 				}
-				p.Version = h + 1
-				for _, taken := facts.Taken(d.Tenant, "prompt", p.ID, p.Version); taken; _, taken = facts.Taken(d.Tenant, "prompt", p.ID, p.Version) {
-					p.Version++
+				if h == math.MaxInt32 {
+					continue // no next version: rejected
 				}
+				p.Version = h + 1
 			}
 			params, _ := json.Marshal(nonNil(p.Parameters))
 			tags := p.Tags
@@ -245,32 +248,18 @@ func Compute(consumer string, ds []*bus.Delivery) State {
 			}
 			head[p.ID] = max(head[p.ID], p.Version)
 		case opLabel:
-			if hasFact && f.Outcome == OutcomeRejected {
-				continue
-			}
 			if _, ok := prompts[pkey{o.label.promptID, o.label.version}]; !ok {
 				continue
 			}
 			k := [2]string{o.label.promptID, o.label.label}
-			if cur, ok := labels[k]; !ok || cur.StreamSeq < int64(d.StreamSeq) {
-				labels[k] = LabelRow{PromptID: o.label.promptID, Label: o.label.label, Version: o.label.version, StreamSeq: int64(d.StreamSeq)}
-			}
+			labels[k] = LabelRow{PromptID: o.label.promptID, Label: o.label.label, Version: o.label.version, StreamSeq: int64(d.StreamSeq)}
 		case opTool:
 			t := o.tool
 			cur, exists := tools[t.Name]
-			switch {
-			case hasFact && f.Outcome != OutcomeCreated:
+			if exists && cur.Hash == t.Hash {
 				continue
-			case hasFact:
-				t.Version = f.Version
-			case exists && cur.Hash == t.Hash:
-				continue
-			default:
-				t.Version = cur.Version + 1
-				for _, taken := facts.Taken(d.Tenant, "tool", t.Name, t.Version); taken; _, taken = facts.Taken(d.Tenant, "tool", t.Name, t.Version) {
-					t.Version++
-				}
 			}
+			t.Version = cur.Version + 1
 			tags := t.Tags
 			if tags == nil {
 				tags = []string{}
@@ -278,9 +267,7 @@ func Compute(consumer string, ds []*bus.Delivery) State {
 			row := ToolRow{Name: t.Name, Version: t.Version, Hash: t.Hash, Description: t.Description, Server: t.Server,
 				InputSchema: canonicalJSON(t.InputSchema), Tags: tags, RegisteredAt: o.at, EventID: d.Event.ID(), StreamSeq: int64(d.StreamSeq)}
 			history = append(history, row)
-			if !exists || cur.Version < row.Version {
-				tools[t.Name] = row
-			}
+			tools[t.Name] = row
 		case opQuality:
 			q := o.quality
 			k := [2]string{q.target, q.ref}
@@ -307,10 +294,8 @@ func Compute(consumer string, ds []*bus.Delivery) State {
 			quality[k] = cur
 		case opHealth:
 			h := o.health
-			if cur, ok := health[h.toolName]; !ok || cur.StreamSeq < int64(d.StreamSeq) {
-				health[h.toolName] = HealthRow{ToolName: h.toolName, State: h.state, Quarantined: h.quarantined,
-					ExpiresAt: h.expiresAt, StreamSeq: int64(d.StreamSeq), UpdatedAt: o.at}
-			}
+			health[h.toolName] = HealthRow{ToolName: h.toolName, State: h.state, Quarantined: h.quarantined,
+				ExpiresAt: h.expiresAt, StreamSeq: int64(d.StreamSeq), UpdatedAt: o.at}
 		}
 	}
 	var s State

@@ -1,15 +1,12 @@
-package cli
+package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
-	"runtime/pprof"
-	"strconv"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -23,47 +20,9 @@ import (
 	"github.com/agentq/agentq/internal/search"
 )
 
-func init() {
-	describe("bench indexer", "[--prompts N] [--tools N] [--requests N] [--rounds N] [--concurrency 1,8] [--tools-embedder E] [--search-only TENANT] [--json]",
-		`Measures the indexer on the database at AGENTQ_DATABASE_URL (native Postgres
-with pgvector; PGlite only with --allow-pglite, and its figures mean nothing)
-with an embedded NATS server, in one run:
-
-  indexing: N generated prompts (about 130 words, Zipf-distributed words,
-  parameters, tags, versions of --prompt-ids ids) and M tools are published
-  as a backlog, then the indexer consumes them: events applied per second,
-  beside the embedder alone and the bare INSERT of the same rows (pipelined,
-  one transaction per batch, no NATS, no embedding) with and without vectors;
-
-  search: search.prompts, search.tools and prompts.get through NATS
-  request/reply from a separate connection, at each --concurrency, beside the
-  embedder alone on one new query, the bare SQL kNN query (same filter,
-  model, K and ef_search, SET LOCAL in a read-only transaction), the bare
-  full-text arm, and both bare arms at once on two connections (the
-  database work of a search running its arms apart) on the same database.
-  prompts.get asks for ids drawn from every prompt id (mostly answered from
-  the database), beside the bare statement it runs on a cache miss, then
-  for 100 hot ids (mostly from the indexer's cache), beside a bare NATS
-  request/reply of the same size. Then each of these again
-  in an open loop at --load times the throughput it reached at the highest
-  concurrency in that round: requests leave at fixed intervals, whatever the
-  answers do, and each is timed from when it was due (latency at a load the
-  machine can carry, where the closed loop at high concurrency measures
-  queueing at saturation). p50/p99/max and throughput are medians over
-  --rounds.
-
---search-only TENANT skips indexing and measures search on the tenant of an
-earlier run with the same --prompts, --prompt-ids, --tools and --seed.
-
-Every search query is generated afresh (words of the corpus, quotes of a
-prompt or tool, paraphrase-like rewrites), so the query-embedding cache does
-not hide the embedder. Each run writes a tenant of its own; run it on a
-database of its own, dropped between full runs.`)
-}
-
-// IndexerBenchOptions configure BenchIndexer. Zero values take the
-// defaults of the flags.
-type IndexerBenchOptions struct {
+// IndexerOptions configure Indexer. Zero values take the defaults of the
+// `agentq bench indexer` flags.
+type IndexerOptions struct {
 	Prompts         int     // prompt.created events
 	PromptIDs       int     // distinct prompt ids they spread over (the rest are new versions)
 	Tools           int     // tool.registered events, one per tool
@@ -85,7 +44,7 @@ type IndexerBenchOptions struct {
 	Copies int
 }
 
-func (o *IndexerBenchOptions) defaults() {
+func (o *IndexerOptions) defaults() {
 	def := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
@@ -215,8 +174,8 @@ type SearchFigures struct {
 	DegradedTools   int `json:"degraded_tools"`
 }
 
-// IndexerBenchResult is what one bench indexer run measured.
-type IndexerBenchResult struct {
+// IndexerResult is what one bench indexer run measured.
+type IndexerResult struct {
 	Database     string `json:"database"`
 	Server       string `json:"server"`
 	PGVector     string `json:"pgvector"`
@@ -274,78 +233,13 @@ type KNNRecall struct {
 // for.
 const benchHotIDs = 100
 
-func runBenchIndexer(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
-	fs := flags("bench indexer", e)
-	var o IndexerBenchOptions
-	fs.IntVar(&o.Prompts, "prompts", 100000, "prompt.created events to index")
-	fs.IntVar(&o.PromptIDs, "prompt-ids", 1000, "distinct prompt ids the prompts spread over (the others are new versions)")
-	fs.IntVar(&o.Tools, "tools", 10000, "tool.registered events to index (one per tool)")
-	fs.IntVar(&o.Requests, "requests", 2000, "requests per measurement, concurrency and round")
-	fs.IntVar(&o.Warmup, "warmup", 200, "requests per measurement before the first round")
-	fs.IntVar(&o.Rounds, "rounds", 3, "rounds of the search measurements; medians are reported")
-	conc := fs.String("concurrency", "1,8", "comma-separated numbers of clients in flight")
-	fs.Float64Var(&o.Load, "load", 0.5, "open-loop rate of each measurement, as a fraction of its throughput at the highest concurrency (0: none)")
-	fs.StringVar(&o.PromptsEmbedder, "prompts-embedder", "lexical", "embedder of prompts: lexical (built-in), sentence or provider")
-	fs.StringVar(&o.ToolsEmbedder, "tools-embedder", "auto", "embedder of tools: auto (as the indexer picks: the sentence encoder when installed), lexical, sentence or provider")
-	fs.IntVar(&o.AnchorRows, "anchor-rows", 0, "rows of each kind the bare INSERT anchor takes, the first indexed (0: all; into an empty copy, so fewer rows favour the anchor)")
-	fs.BoolVar(&o.AllowPGlite, "allow-pglite", false, "run on PGlite (checks the command works; the figures mean nothing)")
-	seed := fs.Uint64("seed", 1, "seed of the generated corpus and queries")
-	asJSON := fs.Bool("json", false, "print the result as JSON")
-	verbose := fs.Bool("v", false, "print progress and per-round figures")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
-	fs.IntVar(&o.Copies, "copies", 1, "indexer copies consuming the backlog and serving search, each with its own connections")
-	fs.StringVar(&o.SearchOnly, "search-only", "", "measure search only, on TENANT of an earlier run with the same --prompts, --prompt-ids, --tools and --seed (its corpus is generated again, not indexed)")
-	if err := fs.Parse(args); err != nil {
-		return parseError(err)
-	}
-	for _, s := range strings.Split(*conc, ",") {
-		c, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || c < 1 || c > 256 {
-			fmt.Fprintf(e.Stderr, "agentq bench indexer: --concurrency %q: want numbers 1..256\n", *conc)
-			return errUsage
-		}
-		o.Concurrency = append(o.Concurrency, c)
-	}
-	if o.Prompts < 1 || o.PromptIDs < 1 || o.Tools < 1 || o.Requests < 1 || o.Rounds < 1 || o.Warmup < 0 || o.Copies < 1 || o.Copies > 16 || o.Load < 0 || o.Load > 1 {
-		fmt.Fprintln(e.Stderr, "agentq bench indexer: --prompts, --prompt-ids, --tools, --requests and --rounds must be positive, --copies 1..16, --load 0..1")
-		return errUsage
-	}
-	o.Seed = *seed
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
-	var progress io.Writer = io.Discard
-	if *verbose {
-		progress = e.Stderr
-	}
-	res, err := BenchIndexer(ctx, cfg, o, progress, log)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		enc := json.NewEncoder(e.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	printIndexerBench(e.Stdout, res)
-	return nil
-}
-
-// BenchIndexer runs the indexer benchmark (see `agentq bench indexer -h`)
-// on an embedded NATS server and cfg's database; progress receives a line
-// per step.
-func BenchIndexer(ctx context.Context, cfg config.Config, o IndexerBenchOptions, progress io.Writer, log zerolog.Logger) (IndexerBenchResult, error) {
+// Indexer runs the indexer benchmark (see `agentq bench indexer -h` and
+// the package comment) on an embedded NATS server and cfg's database;
+// progress receives a line per step.
+func Indexer(ctx context.Context, cfg config.Config, o IndexerOptions, progress io.Writer, log zerolog.Logger) (IndexerResult, error) {
 	o.defaults()
 	say := func(format string, args ...any) { fmt.Fprintf(progress, "bench indexer: "+format+"\n", args...) }
-	res := IndexerBenchResult{Database: "AGENTQ_DATABASE_URL", Prompts: o.Prompts, PromptIDs: o.PromptIDs, Tools: o.Tools,
+	res := IndexerResult{Database: "AGENTQ_DATABASE_URL", Prompts: o.Prompts, PromptIDs: o.PromptIDs, Tools: o.Tools,
 		Requests: o.Requests, Rounds: o.Rounds, BatchSize: cfg.Runner(indexer.Consumer.Name).BatchSize}
 	dir, err := os.MkdirTemp("", "agentq-bench-indexer-")
 	if err != nil {
@@ -456,12 +350,12 @@ func isPGlite(version string) bool {
 type indexerBench struct {
 	d      *app.Deps
 	cfg    config.Config
-	o      IndexerBenchOptions
+	o      IndexerOptions
 	c      *benchCorpus
 	tenant string
 	say    func(string, ...any)
 	pe, te embed.Embedder
-	res    *IndexerBenchResult
+	res    *IndexerResult
 	// lexical gives the statement of search's full-text arm (an anchor).
 	lexical    *search.Searcher
 	searchOpts search.Options // the indexer's

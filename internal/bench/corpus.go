@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"fmt"
@@ -56,7 +56,7 @@ type benchCorpus struct {
 	tools   []benchToolEv
 }
 
-func newBenchCorpus(o IndexerBenchOptions) *benchCorpus {
+func newBenchCorpus(o IndexerOptions) *benchCorpus {
 	c := &benchCorpus{words: append(slices.Clone(benchFunctionWords), strings.Fields(benchVocabulary)...), fn: len(benchFunctionWords)}
 	c.r = rand.New(rand.NewPCG(o.Seed, 1))
 	c.zipf = rand.NewZipf(c.r, 1.07, 2, uint64(len(c.words)-1))

@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 )
 
 // promptIndex says which index prompt search ran against.
-func promptIndex(r IndexerBenchResult) string {
+func promptIndex(r IndexerResult) string {
 	if r.PromptIndex != "ivfflat" {
 		return r.PromptIndex
 	}
@@ -19,7 +19,9 @@ func promptIndex(r IndexerBenchResult) string {
 	return s
 }
 
-func printIndexerBench(w io.Writer, r IndexerBenchResult) {
+// Print writes r as the table `agentq bench indexer` prints: the figures
+// beside their anchors, then the verdicts on issue 8's targets.
+func (r IndexerResult) Print(w io.Writer) {
 	ix := r.Indexing
 	fmt.Fprintf(w, `agentq bench indexer: %d prompts (%d ids, %.0f words on average), %d tools; tenant %s
   database: %s

@@ -1,8 +1,9 @@
-package cli
+package bench
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -24,9 +25,17 @@ import (
 	"github.com/agentq/agentq/internal/webhook"
 )
 
-// DegraderBench is what agentq bench degrader measured.
-type DegraderBench struct {
+// DegraderOptions configure Degrader.
+type DegraderOptions struct {
+	Tools   int           // tools of the tenant, each with a history of successful calls
+	Samples int           // tools broken one after another (at most half the tools: the share cap)
+	Gap     time.Duration // pause between calls: light traffic
+}
+
+// DegraderResult is what agentq bench degrader measured.
+type DegraderResult struct {
 	Tools, Samples int
+	Gap            time.Duration
 	// Quarantine: from publishing the tool.executed that completes the
 	// evidence to tool.quarantined arriving at a subscriber; Webhook: to
 	// its POST arriving at a local receiver.
@@ -35,29 +44,20 @@ type DegraderBench struct {
 	// Anchor: one event published and received by a plain JetStream pull
 	// consumer, the floor of any consumer's latency.
 	AnchorP50, AnchorP99 time.Duration
+	// Commits: two single-row transactions one after the other on the same
+	// database, timed between the samples: the path's two commits (store
+	// the call, then the decision) with nothing of agentq around them.
+	CommitsP50, CommitsP99 time.Duration
 	Database             string
 }
 
-func runBenchDegrader(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
-	fs := flags("bench degrader", e)
-	tools := fs.Int("tools", 1000, "tools of the tenant, each with a history of successful calls")
-	samples := fs.Int("samples", 200, "tools broken one after another (at most half the tools: the share cap)")
-	gap := fs.Duration("gap", 20*time.Millisecond, "pause between calls: light traffic")
-	if err := fs.Parse(args); err != nil {
-		return parseError(err)
-	}
-	if *samples > *tools/2 {
-		return usageError(e, fs, "bench degrader", "--samples %d: at most half of --tools (the share cap)", *samples)
-	}
-	r, err := BenchDegrader(ctx, cfg, *tools, *samples, *gap, log)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(e.Stdout, "degrader, %d tools, %d broken one at a time, %s between calls (%s)\n", r.Tools, r.Samples, *gap, r.Database)
-	fmt.Fprintf(e.Stdout, "  tool.executed → tool.quarantined on the stream  p50 %6.2f ms  p99 %6.2f ms\n", ms(r.QuarantineP50), ms(r.QuarantineP99))
-	fmt.Fprintf(e.Stdout, "  tool.executed → webhook POST received           p50 %6.2f ms  p99 %6.2f ms\n", ms(r.WebhookP50), ms(r.WebhookP99))
-	fmt.Fprintf(e.Stdout, "  anchor: publish → plain pull consumer           p50 %6.2f ms  p99 %6.2f ms\n", ms(r.AnchorP50), ms(r.AnchorP99))
-	return nil
+// Print writes r as the lines `agentq bench degrader` prints.
+func (r DegraderResult) Print(w io.Writer) {
+	fmt.Fprintf(w, "degrader, %d tools, %d broken one at a time, %s between calls (%s)\n", r.Tools, r.Samples, r.Gap, r.Database)
+	fmt.Fprintf(w, "  tool.executed → tool.quarantined on the stream  p50 %6.2f ms  p99 %6.2f ms\n", ms(r.QuarantineP50), ms(r.QuarantineP99))
+	fmt.Fprintf(w, "  tool.executed → webhook POST received           p50 %6.2f ms  p99 %6.2f ms\n", ms(r.WebhookP50), ms(r.WebhookP99))
+	fmt.Fprintf(w, "  anchor: publish → plain pull consumer           p50 %6.2f ms  p99 %6.2f ms\n", ms(r.AnchorP50), ms(r.AnchorP99))
+	fmt.Fprintf(w, "  anchor: two single-row commits, between samples p50 %6.2f ms  p99 %6.2f ms\n", ms(r.CommitsP50), ms(r.CommitsP99))
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -70,10 +70,11 @@ func quantiles(xs []time.Duration) (p50, p99 time.Duration) {
 	return xs[len(xs)/2], xs[min(len(xs)-1, len(xs)*99/100)]
 }
 
-// BenchDegrader measures the degrader end to end on an embedded NATS
-// server and the configured database.
-func BenchDegrader(ctx context.Context, cfg config.Config, tools, samples int, gap time.Duration, log zerolog.Logger) (DegraderBench, error) {
-	res := DegraderBench{Tools: tools, Samples: samples, Database: "AGENTQ_DATABASE_URL"}
+// Degrader measures the degrader end to end on an embedded NATS server and
+// cfg's database (the PGlite dev database when none is set).
+func Degrader(ctx context.Context, cfg config.Config, o DegraderOptions, log zerolog.Logger) (DegraderResult, error) {
+	tools, samples, gap := o.Tools, o.Samples, o.Gap
+	res := DegraderResult{Tools: tools, Samples: samples, Gap: gap, Database: "AGENTQ_DATABASE_URL"}
 	dir, err := os.MkdirTemp("", "agentq-bench-")
 	if err != nil {
 		return res, err
@@ -151,7 +152,10 @@ func BenchDegrader(ctx context.Context, cfg config.Config, tools, samples int, g
 		return res, err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	var toQuarantine, toWebhook []time.Duration
+	if _, err := d.Pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_commit_anchor (id bigserial PRIMARY KEY, at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return res, err
+	}
+	var toQuarantine, toWebhook, commits []time.Duration
 	for s := 0; s < samples; s++ {
 		tool := fmt.Sprintf("tool-%05d", s)
 		sent := map[string]time.Time{}
@@ -196,6 +200,13 @@ func BenchDegrader(ctx context.Context, cfg config.Config, tools, samples int, g
 			}
 			time.Sleep(time.Millisecond)
 		}
+		start = time.Now()
+		for range 2 {
+			if _, err := d.Pool.Exec(ctx, `INSERT INTO bench_commit_anchor DEFAULT VALUES`); err != nil {
+				return res, err
+			}
+		}
+		commits = append(commits, time.Since(start))
 	}
 	res.QuarantineP50, res.QuarantineP99 = quantiles(toQuarantine)
 	res.WebhookP50, res.WebhookP99 = quantiles(toWebhook)
@@ -204,6 +215,7 @@ func BenchDegrader(ctx context.Context, cfg config.Config, tools, samples int, g
 		return res, err
 	}
 	res.AnchorP50, res.AnchorP99 = quantiles(anchor)
+	res.CommitsP50, res.CommitsP99 = quantiles(commits)
 	return res, nil
 }
 

@@ -1,0 +1,60 @@
+package bus
+
+import (
+	"errors"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// HeaderRedriveFor names the consumer a redriven dead letter is for
+// (agentq dlq --redrive sets it to the consumer that dead-lettered it). The
+// copy is stored in stream AGENTQ like any message, so every consumer whose
+// filter matches is delivered it; only the named one handles it. Without
+// the header a redrive would reach every consumer a second time: work for
+// nothing at best, a new dead letter of another consumer at worst.
+const HeaderRedriveFor = "Agentq-Redrive-For"
+
+// ErrNotForConsumer is what reading a message gives when it is a redrive
+// for another consumer: it is acked without effect, and a rebuild skips it.
+var ErrNotForConsumer = errors.New("a redriven dead letter of another consumer")
+
+// redriveFor returns the consumer a redriven message is for, or "" when
+// the message is not a redrive (every consumer handles it).
+func redriveFor(h nats.Header) string { return headerValue(h, HeaderRedriveFor) }
+
+// notFor returns ErrNotForConsumer when m is a redrive for a consumer
+// other than consumer.
+func notFor(consumer string, m jetstream.Msg) error {
+	if to := redriveFor(m.Headers()); to != "" && to != consumer {
+		return ErrNotForConsumer
+	}
+	return nil
+}
+
+// ReadAs is Read for consumer's rebuild: a redrive for another consumer is
+// not read (ErrNotForConsumer), as a runner of consumer acks it unread.
+func ReadAs(consumer string, m jetstream.Msg, schema Validator, maxPayload int) (*Delivery, error) {
+	if err := notFor(consumer, m); err != nil {
+		return &Delivery{Subject: m.Subject(), msg: m}, err
+	}
+	return Read(m, schema, maxPayload)
+}
+
+// skipped acks p's message without effect when it is a redrive for another
+// consumer, and reports whether it was.
+func (r *Runner) skipped(p prepared) bool {
+	if !errors.Is(p.err, ErrNotForConsumer) {
+		return false
+	}
+	if err := p.d.msg.Ack(); err != nil {
+		// Redelivered, and skipped again.
+		r.log.Warn().Err(err).Str("subject", p.d.Subject).Uint64("stream_seq", p.d.StreamSeq).Msg("ack of another consumer's redrive failed")
+		return true
+	}
+	r.forget(p.d)
+	r.metrics.acks.Inc()
+	r.log.Debug().Str("subject", p.d.Subject).Uint64("stream_seq", p.d.StreamSeq).
+		Str("redrive_for", loggable(redriveFor(p.d.msg.Headers()))).Msg("ack without effect: a redrive for another consumer")
+	return true
+}
