@@ -1,14 +1,17 @@
-// Command lab is reserved for agentq's lab consumer, which is not built yet
-// (see the README's status table). It exits with an error rather than
-// pretending to run.
+// Command lab runs agentq's prompt experiments: it accepts
+// experiment.requested (or refuses it with lab.rejected), runs every trial
+// against the model at AGENTQ_LLM_BASE_URL, evaluates it through the
+// structural, rules and LLM-judge tiers, and publishes experiment.started,
+// experiment.completed or experiment.failed. With no model configured it
+// refuses every experiment. Configuration: AGENTQ_* (see README and
+// docs/lab.md).
 package main
 
 import (
-	"fmt"
 	"os"
+
+	"github.com/agentq/agentq/internal/app"
+	"github.com/agentq/agentq/internal/lab"
 )
 
-func main() {
-	fmt.Fprintln(os.Stderr, "lab: not built yet in this version of agentq; see the README's status table")
-	os.Exit(2)
-}
+func main() { os.Exit(app.Main("lab", lab.Consumer)) }

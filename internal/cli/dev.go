@@ -25,13 +25,14 @@ import (
 	"github.com/agentq/agentq/internal/devdb"
 	"github.com/agentq/agentq/internal/health"
 	"github.com/agentq/agentq/internal/indexer"
+	"github.com/agentq/agentq/internal/lab"
 	"github.com/agentq/agentq/internal/quality"
 	"github.com/agentq/agentq/internal/rating"
 	"github.com/agentq/agentq/internal/webhook"
 )
 
 // Consumers are every consumer agentq has so far, as agentq dev runs them.
-var Consumers = []app.Consumer{indexer.Consumer, quality.Consumer, rating.Consumer, health.Consumer, webhook.Consumer}
+var Consumers = []app.Consumer{indexer.Consumer, quality.Consumer, rating.Consumer, health.Consumer, webhook.Consumer, lab.Consumer}
 
 func init() {
 	register("dev", "run everything in one process: embedded NATS, dev database, migrations, all consumers", runDev)

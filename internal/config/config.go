@@ -61,6 +61,21 @@ type Degrade struct {
 	Poll, TimerEvery              time.Duration
 }
 
+// Lab configures the lab (AGENTQ_LAB_*). Its model is the LLM of
+// AGENTQ_LLM_*; with none configured every experiment is refused.
+type Lab struct {
+	MaxQueries     int           // test queries per experiment
+	MaxVersions    int           // versions per experiment, baseline included
+	MaxRepetitions int           // repetitions of each (version, query) pair
+	MaxRunning     int           // experiments of one tenant running at once; more wait in order
+	Concurrency    int           // model calls in flight per lab copy
+	Workers        int           // experiments one lab copy runs at once
+	Timeout        time.Duration // an experiment's longest run, from its start
+	CallTimeout    time.Duration // one model call, retries included
+	JudgeBudget    int           // LLM-judge tokens per experiment, unless the request names its own
+	JudgeModel     string        // the judge's model unless the request names one; empty: the model under test
+}
+
 // Alerts configures alert delivery (AGENTQ_ALERT_*).
 type Alerts struct {
 	WebhookURL     string        // endpoints, see internal/webhook.ParseEndpoints
@@ -128,6 +143,7 @@ type Config struct {
 	EmbedTools        string        // AGENTQ_EMBED_TOOLS: auto, lexical, sentence or provider
 	Rater             Rater         // AGENTQ_RATER_*
 	Degrade           Degrade       // AGENTQ_DEGRADE_*
+	Lab               Lab           // AGENTQ_LAB_*
 	Alerts            Alerts        // AGENTQ_ALERT_*
 	Search            Search        // AGENTQ_SEARCH_*
 	IndexerWriters    int           // AGENTQ_INDEXER_WRITERS
@@ -162,7 +178,7 @@ var Vars = []Var{
 	{"AGENTQ_NATS_LISTEN", "127.0.0.1:4222", "agentq dev: where the embedded NATS server listens"},
 	{"AGENTQ_DEVDB_START_TIMEOUT", "60s", "agentq dev and tests: how long to wait for the PGlite dev database to accept connections"},
 	{"AGENTQ_PGLITE_DIR", "", "agentq dev and tests: directory holding node_modules of the dev database (also searched for the sentence encoder's weights when AGENTQ_EMBED_SENTENCE_DIR is empty); empty: found by walking up from the working directory and the executable"},
-	{"AGENTQ_LLM_BASE_URL", "", "OpenAI-compatible chat endpoint for the rater and lab; empty: rule-based rater"},
+	{"AGENTQ_LLM_BASE_URL", "", "OpenAI-compatible chat endpoint for the rater and lab; empty: rule-based rater, and the lab refuses every experiment (no_model)"},
 	{"AGENTQ_LLM_MODEL", "", "chat model name"},
 	{"AGENTQ_LLM_API_KEY", "", "chat API key"},
 	{"AGENTQ_LLM_MAX_RPS", "0", "client-side limit of chat requests per second, retries included; 0 is unlimited (set it for hosted APIs)"},
@@ -193,6 +209,16 @@ var Vars = []Var{
 	{"AGENTQ_RATER_MAX_INPUT_TOKENS", "2000", "untrusted text (input, output, query) over this many tokens is truncated, or summarised first"},
 	{"AGENTQ_RATER_SUMMARIZE", "false", "summarise outputs over AGENTQ_RATER_MAX_INPUT_TOKENS with the LLM before rating"},
 	{"AGENTQ_RATER_RERATE", "false", "also rate events that already carry llm_rating (the agent rated itself)"},
+	{"AGENTQ_LAB_MAX_QUERIES", "100", "most test queries one experiment may have; a larger request is refused (lab.rejected over_limit)"},
+	{"AGENTQ_LAB_MAX_VERSIONS", "10", "most prompt versions one experiment may compare, the baseline included"},
+	{"AGENTQ_LAB_MAX_REPETITIONS", "5", "most repetitions of each (version, query) pair"},
+	{"AGENTQ_LAB_MAX_RUNNING", "3", "experiments of one tenant running at once, across every lab copy; more wait in the order they were accepted"},
+	{"AGENTQ_LAB_CONCURRENCY", "8", "model calls (trials and judge calls) in flight at once per lab copy"},
+	{"AGENTQ_LAB_WORKERS", "4", "experiments one lab copy runs at once (their model calls share AGENTQ_LAB_CONCURRENCY)"},
+	{"AGENTQ_LAB_TIMEOUT", "10m", "longest an experiment may run, from its start; past it it fails (experiment.failed, reason timeout) with a report of the trials done"},
+	{"AGENTQ_LAB_CALL_TIMEOUT", "60s", "longest one model call of the lab may take, retries and Retry-After waits included; past it the trial counts as an error"},
+	{"AGENTQ_LAB_JUDGE_BUDGET_TOKENS", "100000", "LLM-judge tokens one experiment may spend unless its request names a budget; once spent, the judge scores 0.5 (\"budget exhausted\") and the report counts those trials"},
+	{"AGENTQ_LAB_JUDGE_MODEL", "", "model of the LLM judge unless a request names one; empty: the model under test (the report then warns that judges favour their own family)"},
 	{"AGENTQ_INDEXER_WRITERS", "2", "transactions each indexer copy applies a batch in at once, split by prompt id, tool name and quality figure (each one's events stay in stream order in one); more use more Postgres cores and connections"},
 	{"AGENTQ_EMBED_BASE_URL", "", "OpenAI-compatible embeddings endpoint; empty: the built-in offline embedders (AGENTQ_EMBED_PROMPTS, AGENTQ_EMBED_TOOLS)"},
 	{"AGENTQ_EMBED_MODEL", "", "embedding model name"},
@@ -351,6 +377,13 @@ func Load(getenv func(string) string) (Config, error) {
 			MaxInputTokens: num("AGENTQ_RATER_MAX_INPUT_TOKENS"),
 			Summarize:      boolean("AGENTQ_RATER_SUMMARIZE"), Rerate: boolean("AGENTQ_RATER_RERATE"),
 		},
+		Lab: Lab{
+			MaxQueries: num("AGENTQ_LAB_MAX_QUERIES"), MaxVersions: num("AGENTQ_LAB_MAX_VERSIONS"),
+			MaxRepetitions: num("AGENTQ_LAB_MAX_REPETITIONS"), MaxRunning: num("AGENTQ_LAB_MAX_RUNNING"),
+			Concurrency: num("AGENTQ_LAB_CONCURRENCY"), Workers: num("AGENTQ_LAB_WORKERS"),
+			Timeout: dur("AGENTQ_LAB_TIMEOUT"), CallTimeout: dur("AGENTQ_LAB_CALL_TIMEOUT"),
+			JudgeBudget: num("AGENTQ_LAB_JUDGE_BUDGET_TOKENS"), JudgeModel: get("AGENTQ_LAB_JUDGE_MODEL"),
+		},
 		Alerts: Alerts{
 			WebhookURL: get("AGENTQ_ALERT_WEBHOOK_URL"), WebhookSecret: get("AGENTQ_ALERT_WEBHOOK_SECRET"),
 			WebhookTimeout: dur("AGENTQ_ALERT_WEBHOOK_TIMEOUT"), WebhookGiveUp: dur("AGENTQ_ALERT_WEBHOOK_GIVE_UP"),
@@ -430,6 +463,15 @@ func (c Config) Validate() error {
 	check(c.Rater.Sample >= 0 && c.Rater.Sample <= 1, "AGENTQ_RATER_SAMPLE %v: want 0..1", c.Rater.Sample)
 	check(c.Rater.DailyTokens >= 0, "AGENTQ_RATER_DAILY_TOKENS must not be negative")
 	check(c.Rater.MaxInputTokens >= 64, "AGENTQ_RATER_MAX_INPUT_TOKENS %d: want at least 64", c.Rater.MaxInputTokens)
+	check(c.Lab.MaxQueries >= 1, "AGENTQ_LAB_MAX_QUERIES %d: want at least 1", c.Lab.MaxQueries)
+	check(c.Lab.MaxVersions >= 1, "AGENTQ_LAB_MAX_VERSIONS %d: want at least 1", c.Lab.MaxVersions)
+	check(c.Lab.MaxRepetitions >= 1 && c.Lab.MaxRepetitions <= 20, "AGENTQ_LAB_MAX_REPETITIONS %d: want 1..20 (experiment.requested allows at most 20)", c.Lab.MaxRepetitions)
+	check(c.Lab.MaxRunning >= 1, "AGENTQ_LAB_MAX_RUNNING %d: want at least 1", c.Lab.MaxRunning)
+	check(c.Lab.Concurrency >= 1 && c.Lab.Concurrency <= 256, "AGENTQ_LAB_CONCURRENCY %d: want 1..256", c.Lab.Concurrency)
+	check(c.Lab.Workers >= 1 && c.Lab.Workers <= 64, "AGENTQ_LAB_WORKERS %d: want 1..64", c.Lab.Workers)
+	check(c.Lab.Timeout > 0, "AGENTQ_LAB_TIMEOUT must be positive")
+	check(c.Lab.CallTimeout > 0, "AGENTQ_LAB_CALL_TIMEOUT must be positive")
+	check(c.Lab.JudgeBudget >= 0, "AGENTQ_LAB_JUDGE_BUDGET_TOKENS must not be negative")
 	check(c.Embed.MaxRPS >= 0, "AGENTQ_EMBED_MAX_RPS must not be negative")
 	check(c.Embed.MaxRetries >= 0, "AGENTQ_EMBED_MAX_RETRIES must not be negative")
 	check(c.Embed.Timeout > 0, "AGENTQ_EMBED_TIMEOUT must be positive")

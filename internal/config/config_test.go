@@ -261,3 +261,41 @@ func TestRenderLimits(t *testing.T) {
 		require.ErrorContains(t, err, c.want, key)
 	}
 }
+
+func TestLab(t *testing.T) {
+	cfg, err := config.Load(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, config.Lab{
+		MaxQueries: 100, MaxVersions: 10, MaxRepetitions: 5, MaxRunning: 3, Concurrency: 8, Workers: 4,
+		Timeout: 10 * time.Minute, CallTimeout: time.Minute, JudgeBudget: 100000,
+	}, cfg.Lab)
+	cfg, err = config.Load(env(map[string]string{"AGENTQ_LAB_MAX_QUERIES": "20", "AGENTQ_LAB_JUDGE_MODEL": "judge-1", "AGENTQ_LAB_TIMEOUT": "90s"}))
+	require.NoError(t, err)
+	require.Equal(t, 20, cfg.Lab.MaxQueries)
+	require.Equal(t, "judge-1", cfg.Lab.JudgeModel)
+	require.Equal(t, 90*time.Second, cfg.Lab.Timeout)
+	for key, want := range map[string]string{
+		"AGENTQ_LAB_MAX_QUERIES":         "AGENTQ_LAB_MAX_QUERIES 0: want at least 1",
+		"AGENTQ_LAB_MAX_VERSIONS":        "AGENTQ_LAB_MAX_VERSIONS 0: want at least 1",
+		"AGENTQ_LAB_MAX_REPETITIONS":     "AGENTQ_LAB_MAX_REPETITIONS 0: want 1..20",
+		"AGENTQ_LAB_MAX_RUNNING":         "AGENTQ_LAB_MAX_RUNNING 0: want at least 1",
+		"AGENTQ_LAB_CONCURRENCY":         "AGENTQ_LAB_CONCURRENCY 0: want 1..256",
+		"AGENTQ_LAB_WORKERS":             "AGENTQ_LAB_WORKERS 0: want 1..64",
+		"AGENTQ_LAB_TIMEOUT":             "AGENTQ_LAB_TIMEOUT must be positive",
+		"AGENTQ_LAB_CALL_TIMEOUT":        "AGENTQ_LAB_CALL_TIMEOUT must be positive",
+		"AGENTQ_LAB_JUDGE_BUDGET_TOKENS": "",
+	} {
+		t.Run(key, func(t *testing.T) {
+			_, err := config.Load(env(map[string]string{key: "0"}))
+			if want == "" {
+				require.NoError(t, err, "0 is a valid %s", key)
+				return
+			}
+			require.ErrorContains(t, err, want)
+		})
+	}
+	_, err = config.Load(env(map[string]string{"AGENTQ_LAB_JUDGE_BUDGET_TOKENS": "-1"}))
+	require.ErrorContains(t, err, "AGENTQ_LAB_JUDGE_BUDGET_TOKENS must not be negative")
+	_, err = config.Load(env(map[string]string{"AGENTQ_LAB_MAX_REPETITIONS": "21"}))
+	require.ErrorContains(t, err, "AGENTQ_LAB_MAX_REPETITIONS 21: want 1..20")
+}

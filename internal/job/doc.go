@@ -61,11 +61,19 @@
 // a crashed one: its jobs are taken over by those copies and the takeover
 // is charged.
 //
+// # A bound per tenant
+//
+// Options.MaxRunningPerTenant bounds how many of one tenant's jobs run at
+// once across every worker: the rest wait, in the order they fell due,
+// while other tenants' jobs run. Workers lease under a transaction-level
+// advisory lock per consumer, so two of them never fill the same free slot.
+//
 // # Steps
 //
 // A handler checkpoints its work with Job.Step: a step already recorded by an
 // earlier attempt returns its stored output without running again, so a job
-// taken over after a crash resumes where it was. Each step's output is
+// taken over after a crash resumes where it was; Job.Steps lists what is
+// recorded, for a handler that must know before it starts. Each step's output is
 // recorded in its own short statement; no transaction is held while a
 // handler works.
 //
@@ -84,6 +92,8 @@
 // MaxAttempts. Options.OnDone runs inside the transaction that records a
 // terminal outcome, so a result event written to the outbox there commits
 // with it: exactly one terminal outcome, and one OnDone, commits per job.
+// Options.AfterDone runs once that transaction has committed, so results
+// OnDone stored are sent at once instead of waiting for the outbox relay.
 //
 // RequestCancel marks a job in the caller's transaction (the consumer
 // applying experiment.cancelled). A running job's handler is cancelled at the

@@ -95,17 +95,43 @@ func StepJSON[T any](ctx context.Context, j *Job, key string, fn func(ctx contex
 	return v, nil
 }
 
+// Steps returns the output of every step recorded for the job so far, by
+// this attempt or an earlier one, keyed by step: what a resumed handler
+// reads to know where it stands before it starts new work (the lab sums
+// the judge tokens its stored trials spent). The map is the caller's.
+func (j *Job) Steps(ctx context.Context) (map[string]json.RawMessage, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.load(ctx); err != nil {
+		return nil, err
+	}
+	out := make(map[string]json.RawMessage, len(j.done))
+	for k, v := range j.done {
+		out[k] = v
+	}
+	return out, nil
+}
+
 // recorded returns key's stored output, loading every recorded step of the
 // job on first use: one query however many steps a resumed job has.
 func (j *Job) recorded(ctx context.Context, key string) (json.RawMessage, bool, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if err := j.load(ctx); err != nil {
+		return nil, false, err
+	}
+	out, ok := j.done[key]
+	return out, ok, nil
+}
+
+// load reads every recorded step of the job once; j.mu must be held.
+func (j *Job) load(ctx context.Context) error {
 	if !j.loaded {
 		rows, err := j.w.pool.Query(ctx, `
 			SELECT step, output FROM job_steps
 			WHERE tenant_id = $1 AND consumer = $2 AND job_id = $3`, j.Tenant, j.Consumer, j.ID)
 		if err != nil {
-			return nil, false, fmt.Errorf("load steps of job %s: %w", j.ID, database.Classify(err))
+			return fmt.Errorf("load steps of job %s: %w", j.ID, database.Classify(err))
 		}
 		done := map[string]json.RawMessage{}
 		var step string
@@ -115,12 +141,11 @@ func (j *Job) recorded(ctx context.Context, key string) (json.RawMessage, bool, 
 			return nil
 		})
 		if err != nil {
-			return nil, false, fmt.Errorf("load steps of job %s: %w", j.ID, database.Classify(err))
+			return fmt.Errorf("load steps of job %s: %w", j.ID, database.Classify(err))
 		}
 		j.done, j.loaded = done, true
 	}
-	out, ok := j.done[key]
-	return out, ok, nil
+	return nil
 }
 
 // record stores key's output if this lease still holds the job. FOR SHARE

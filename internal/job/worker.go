@@ -48,6 +48,14 @@ type Outcome struct {
 // steps done), without spending an attempt.
 type OnDone func(ctx context.Context, tx pgx.Tx, j *Job, o Outcome) error
 
+// AfterDone runs once a job's terminal outcome has committed, outside any
+// transaction: where results that OnDone stored in the outbox are sent at
+// once, rather than left to the outbox relay. It runs at most once per
+// committed outcome, in the worker's goroutine for the job, and may be
+// skipped (the process dies first): what it sends must also be safe to
+// leave to the relay.
+type AfterDone func(ctx context.Context, j *Job, o Outcome)
+
 // Options configures a Worker. Zero values take the documented defaults.
 type Options struct {
 	// Consumer names the jobs this worker runs (Key.Consumer). Required.
@@ -80,8 +88,17 @@ type Options struct {
 	// Grace bounds how long a stopping worker lets running handlers finish
 	// before it cancels them and releases their jobs. Default 10s.
 	Grace time.Duration
+	// MaxRunningPerTenant bounds the jobs of one tenant running at once
+	// across every worker of Consumer: past it, the tenant's due jobs wait
+	// in the queue, in the order they fell due, while other tenants' jobs
+	// run. Leases are then taken under a transaction-level advisory lock
+	// per consumer, so concurrent workers never overshoot the bound. Zero
+	// is unlimited.
+	MaxRunningPerTenant int
 	// OnDone, if set, runs in the transaction recording a terminal outcome.
 	OnDone OnDone
+	// AfterDone, if set, runs after a terminal outcome committed.
+	AfterDone AfterDone
 	// Metrics may be nil.
 	Metrics *Metrics
 }
@@ -127,6 +144,9 @@ func (o Options) validate() error {
 	var errs []error
 	if o.Consumer == "" {
 		errs = append(errs, errors.New("consumer is required"))
+	}
+	if o.MaxRunningPerTenant < 0 {
+		errs = append(errs, fmt.Errorf("max running per tenant %d must not be negative", o.MaxRunningPerTenant))
 	}
 	if o.Heartbeat >= o.Lease {
 		errs = append(errs, fmt.Errorf("heartbeat %s must be below the lease %s", o.Heartbeat, o.Lease))
@@ -345,6 +365,9 @@ func (w *Worker) lease(base context.Context, n int) (jobs []*Job, err error) {
 	defer cancel()
 	defer func() { w.observe(err) }()
 	sent := time.Now()
+	if w.opts.MaxRunningPerTenant > 0 {
+		return w.leaseCapped(ctx, n, sent)
+	}
 	rows, err := w.pool.Query(ctx, `
 		WITH due AS (
 			SELECT tenant_id, consumer, id FROM jobs
@@ -362,12 +385,85 @@ func (w *Worker) lease(base context.Context, n int) (jobs []*Job, err error) {
 			started_at = coalesce(j.started_at, now()), updated_at = now()
 		FROM due
 		WHERE j.tenant_id = due.tenant_id AND j.consumer = due.consumer AND j.id = due.id
-		RETURNING j.tenant_id, j.id, j.kind, j.payload, j.attempts, j.lease_token,
-			j.cancel_requested, coalesce(j.cancel_reason, ''), j.created_at`,
+		RETURNING `+leaseReturning,
 		w.opts.Consumer, w.opts.Kinds, n, w.opts.Owner, w.opts.Lease.Seconds(), w.mayTakeOver())
 	if err != nil {
 		return nil, fmt.Errorf("lease jobs: %w", err)
 	}
+	return w.leased(rows, sent)
+}
+
+// leaseReturning is what a lease statement returns of each job it took.
+const leaseReturning = `j.tenant_id, j.id, j.kind, j.payload, j.attempts, j.lease_token,
+			j.cancel_requested, coalesce(j.cancel_reason, ''), j.created_at`
+
+// leaseCapped is lease under Options.MaxRunningPerTenant. A queued job is
+// taken only if its rank among its tenant's due queued jobs, plus the
+// tenant's running jobs, stays within the bound; a cancelled queued job
+// (it will not run) and an expired running job (it counts already) are
+// taken as by lease. The advisory lock makes counting and leasing one act
+// across workers: without it two workers could each see a free slot and
+// both fill it.
+func (w *Worker) leaseCapped(ctx context.Context, n int, sent time.Time) (jobs []*Job, err error) {
+	tx, err := w.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lease jobs: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // PGlite serialises transactions: never leave one open
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('agentq.jobs.lease'), hashtext($1))`, w.opts.Consumer); err != nil {
+		return nil, fmt.Errorf("lease jobs: %w", err)
+	}
+	rows, err := tx.Query(ctx, `
+		WITH running AS (
+			SELECT tenant_id, count(*) AS n FROM jobs
+			WHERE consumer = $1 AND state = 'running'
+			GROUP BY tenant_id
+		), ranked AS (
+			SELECT tenant_id, id, lease_until, created_at,
+				CASE WHEN state = 'queued' AND NOT cancel_requested THEN
+					row_number() OVER (PARTITION BY tenant_id, state = 'queued' AND NOT cancel_requested
+					                   ORDER BY lease_until, created_at, id)
+				END AS rank
+			FROM jobs
+			WHERE consumer = $1 AND state IN ('queued', 'running')
+			  AND (cardinality($2::text[]) = 0 OR kind = ANY ($2::text[]))
+			  AND ((state = 'queued' AND (lease_until <= now() OR cancel_requested))
+			    OR (state = 'running' AND $6 AND lease_until <= now()))
+		), chosen AS (
+			SELECT r.tenant_id, r.id FROM ranked r LEFT JOIN running c ON c.tenant_id = r.tenant_id
+			WHERE r.rank IS NULL OR r.rank + coalesce(c.n, 0) <= $7
+		), due AS (
+			SELECT tenant_id, consumer, id FROM jobs
+			WHERE consumer = $1 AND (tenant_id, id) IN (SELECT tenant_id, id FROM chosen)
+			  AND ((state = 'queued' AND (lease_until <= now() OR cancel_requested))
+			    OR (state = 'running' AND $6 AND lease_until <= now()))
+			ORDER BY lease_until, created_at, id
+			LIMIT $3
+			FOR UPDATE SKIP LOCKED
+		)
+		UPDATE jobs j SET state = 'running', lease_owner = $4,
+			lease_until = now() + make_interval(secs => $5),
+			attempts = j.attempts + 1, lease_token = j.lease_token + 1,
+			started_at = coalesce(j.started_at, statement_timestamp()), updated_at = now()
+		FROM due
+		WHERE j.tenant_id = due.tenant_id AND j.consumer = due.consumer AND j.id = due.id
+		RETURNING `+leaseReturning,
+		w.opts.Consumer, w.opts.Kinds, n, w.opts.Owner, w.opts.Lease.Seconds(), w.mayTakeOver(), w.opts.MaxRunningPerTenant)
+	if err != nil {
+		return nil, fmt.Errorf("lease jobs: %w", err)
+	}
+	if jobs, err = w.leased(rows, sent); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("lease jobs: %w", err)
+	}
+	w.countLeased(jobs)
+	return jobs, nil
+}
+
+// leased reads the jobs a lease statement took.
+func (w *Worker) leased(rows pgx.Rows, sent time.Time) (jobs []*Job, err error) {
 	for rows.Next() {
 		j := &Job{w: w, leasedAt: sent}
 		j.Consumer = w.opts.Consumer
@@ -384,11 +480,18 @@ func (w *Worker) lease(base context.Context, n int) (jobs []*Job, err error) {
 		// A failed statement leased nothing: it is one transaction.
 		return nil, fmt.Errorf("lease jobs: %w", err)
 	}
+	if w.opts.MaxRunningPerTenant == 0 {
+		w.countLeased(jobs)
+	}
+	return jobs, nil
+}
+
+// countLeased records jobs as leased, once their lease has committed.
+func (w *Worker) countLeased(jobs []*Job) {
 	for _, j := range jobs {
 		w.m.leased.Inc()
 		w.jobLog(j).Debug().Msg("job leased")
 	}
-	return jobs, nil
 }
 
 // work runs one attempt at j and records what came of it.
@@ -630,6 +733,13 @@ func (w *Worker) settleOnce(j *Job, result json.RawMessage, herr, cause error) (
 	ctx, cancel := context.WithTimeout(context.Background(), min(dbTimeout, w.opts.Lease))
 	defer cancel()
 	v, err := w.commit(ctx, j, result, herr, cause)
+	if err == nil && v.terminal && w.opts.AfterDone != nil {
+		// A context of its own: the settle's is bounded by the lease, and
+		// sending results may take longer than a short lease.
+		actx, acancel := context.WithTimeout(context.Background(), dbTimeout)
+		w.opts.AfterDone(actx, j, v.outcome)
+		acancel()
+	}
 	if err == nil || errors.Is(err, ErrLeaseLost) {
 		return false, err
 	}

@@ -2,6 +2,7 @@ package providertest
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -119,6 +120,7 @@ type knobs struct {
 	limited   string // Retry-After of a rate-limited request; "" if admitted
 	junk      Junk
 	responder Responder
+	ctxResp   ContextResponder
 	usage     [2]int
 	rejectRF  bool
 	apiKey    string
@@ -165,7 +167,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	switch endpoint(r.URL.Path) {
 	case chatPath:
-		s.chat(w, body, k)
+		s.chat(r.Context(), w, body, k)
 	case embedPath:
 		s.embed(w, body, k)
 	default:
@@ -207,7 +209,7 @@ func (s *Server) record(r *http.Request, body []byte) knobs {
 	}
 	s.seq++
 	k := knobs{
-		latency: s.latency, junk: s.junk, responder: s.responder, usage: s.usage, rejectRF: s.rejectRF,
+		latency: s.latency, junk: s.junk, responder: s.responder, ctxResp: s.ctxResp, usage: s.usage, rejectRF: s.rejectRF,
 		apiKey: s.apiKey, dimension: s.dimension, reverse: s.reverse, maxBatch: s.maxBatch, seq: s.seq,
 	}
 	switch {
@@ -247,7 +249,7 @@ func drop(w http.ResponseWriter) {
 	_ = conn.Close()
 }
 
-func (s *Server) chat(w http.ResponseWriter, body []byte, k knobs) {
+func (s *Server) chat(ctx context.Context, w http.ResponseWriter, body []byte, k knobs) {
 	var req ChatRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		s.writeError(w, 400, "", "We could not parse the JSON body of your request: "+err.Error(), "invalid_request_error", "", "")
@@ -293,10 +295,12 @@ func (s *Server) chat(w http.ResponseWriter, body []byte, k knobs) {
 		SystemFingerprint: "fp_providertest",
 	}
 	var content string
-	switch k.junk {
-	case JunkContent:
+	switch {
+	case k.junk == JunkContent:
 		content = "I looked at the output carefully and I think it is pretty good, maybe an eight out of ten!"
-	case JunkNoChoices:
+	case k.junk == JunkNoChoices:
+	case k.ctxResp != nil:
+		content = k.ctxResp(ctx, req)
 	default:
 		content = k.responder(req)
 	}

@@ -1,6 +1,7 @@
 package providertest
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
@@ -12,6 +13,9 @@ import (
 // Responder decides the content of a chat answer from the request, like a
 // model would.
 type Responder func(ChatRequest) string
+
+// ContextResponder is a Responder that sees the request's context.
+type ContextResponder func(ctx context.Context, req ChatRequest) string
 
 // DefaultResponder answers every request with {"ok": true}, which is JSON
 // for JSON mode and harmless text otherwise.

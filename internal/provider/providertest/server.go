@@ -17,6 +17,7 @@
 //	srv.SetJunk(providertest.JunkContent)       // prose where JSON was asked
 //	srv.SetRejectResponseFormat(true)           // 400 on response_format, like older llama.cpp
 //	srv.SetResponder(providertest.NaiveRater)   // decide the content from the request
+//	srv.SetContextResponder(f)                  // ... with the request's context (cut off when the client gives up)
 //	srv.SetDimension(16)                        // embeddings' size; change it mid-test
 //
 // The model is deterministic: the content comes from the Responder
@@ -67,6 +68,7 @@ type Server struct {
 	limiter   *rate.Limiter
 	junk      Junk
 	responder Responder
+	ctxResp   ContextResponder
 	usage     [2]int
 	rejectRF  bool
 	apiKey    string
@@ -255,6 +257,16 @@ func (s *Server) SetResponder(r Responder) {
 		r = DefaultResponder
 	}
 	s.responder = r
+}
+
+// SetContextResponder makes r decide the content of chat answers, with
+// the request's context: it is done when the client gives up or the
+// connection is cut, as a model's work stops when nobody waits for it. It
+// takes precedence over SetResponder; nil removes it.
+func (s *Server) SetContextResponder(r ContextResponder) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ctxResp = r
 }
 
 // SetUsage fixes the usage reported by chat answers. Both zero restores

@@ -1,0 +1,39 @@
+// Package lab is agentq's lab consumer: it runs prompt experiments whose
+// recommendations can be trusted.
+//
+// An experiment.requested names a prompt, its baseline version (default:
+// the version labelled production, else the latest) and candidate
+// versions, test queries and repetitions. The lab checks it against its
+// limits (AGENTQ_LAB_*) and either refuses it with lab.rejected and a
+// reason a person understands (no model configured, over a limit, unknown
+// prompt or version, an assertion it cannot use) or accepts it: in one
+// transaction its inbox claim, a job (internal/job), the experiment's row
+// and experiment.started in the outbox. At most AGENTQ_LAB_MAX_RUNNING
+// experiments of a tenant run at once, across every copy; the others wait
+// in order.
+//
+// A job worker in any copy runs the experiment: every version × query ×
+// repetition is a trial against the configured model (the version rendered
+// as the system message, the query as the user message), a real and
+// independent call, run AGENTQ_LAB_CONCURRENCY at a time, and evaluated
+// through three tiers, fail-fast: structural (text, JSON, JSON matching a
+// schema; seed 002's shape by default), rules (seed 002's four rules and
+// promptfoo-named assertions) and an LLM judge (internal/chat's rubric
+// prompt) under a token budget per experiment. Each trial is stored the
+// moment it finishes, as a step of the job, so an attempt after a crash,
+// a stop or a takeover by another copy runs only the trials no attempt
+// stored, and experiment.cancelled stops a queued or running experiment
+// within seconds.
+//
+// When the job ends, the report (internal/report: per-version aggregates,
+// per-query pass rates, Wilson intervals, paired tests with Holm's
+// correction, a recommendation whose confidence is honest about noise) is
+// built from the stored trials and published in experiment.completed, or,
+// after a timeout, a cancellation or a failure, in experiment.failed with
+// the report of the trials done.
+//
+// Prompt versions come from the lab's own read model, kept from
+// prompt.created (the content) and prompt.indexed (the version it became
+// and its labels). Replay never re-runs an experiment: a request the lab
+// accepted before finds its job and does nothing.
+package lab
