@@ -106,16 +106,12 @@ func TestComposeServicesExist(t *testing.T) {
 	assert.ElementsMatch(t, want, p.ServiceNames())
 }
 
-// A plain `docker compose up` starts no lab: its binary exits 2 until the
-// lab is built, and restart: unless-stopped would start it again and again.
-// `--profile lab` runs it, with everything a consumer has.
-func TestComposeLabIsOptIn(t *testing.T) {
+// A plain `docker compose up` starts every consumer, the lab included
+// (without a model it refuses experiments; it never exits).
+func TestComposeRunsEveryConsumer(t *testing.T) {
 	def := loadComposeProfiles(t, nil, nil)
-	assert.ElementsMatch(t, []string{natsService, pgService, migrateService, "indexer", "scorer", "rater", "degrader"}, def.ServiceNames())
-	assert.Equal(t, []string{"lab"}, def.DisabledServiceNames())
-	withLab := loadComposeProfiles(t, nil, []string{"lab"})
-	assert.Contains(t, withLab.ServiceNames(), "lab")
-	assert.Equal(t, []string{"lab"}, service(t, withLab, "lab").Profiles)
+	assert.ElementsMatch(t, []string{natsService, pgService, migrateService, "indexer", "scorer", "rater", "degrader", "lab"}, def.ServiceNames())
+	assert.Empty(t, def.DisabledServiceNames())
 }
 
 // Replay rebuilds state from the stream's history, so compose keeps it: a
