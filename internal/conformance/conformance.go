@@ -141,6 +141,13 @@ type Adapter struct {
 	// and ExpectedResults compute them from the deliveries' times. Nil:
 	// the consumer has no timers and the scenario is skipped.
 	Timed func(t *testing.T, tenant string, seed uint64) []Step
+	// Timers, when set, is the adapter as the timers scenario runs it: a
+	// consumer whose deadlines are long in production (a quarantine of
+	// minutes) runs that scenario with short ones, and its Reference and
+	// ExpectedResults know them. The other scenarios use the adapter
+	// itself, whose deadlines must not fall due during a scenario: they
+	// check that nothing changes while nothing is sent.
+	Timers *Adapter
 }
 
 // Result is one result event as the suite compares it.

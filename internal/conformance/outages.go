@@ -241,6 +241,9 @@ func ledgerUnreadable(t *testing.T, a Adapter) {
 // stream times, and a rebuild afterwards reaches the same state and
 // publishes nothing.
 func timers(t *testing.T, a Adapter) {
+	if a.Timers != nil {
+		a = *a.Timers
+	}
 	if a.Timed == nil {
 		t.Skip("the consumer has no timers (Adapter.Timed)")
 	}

@@ -21,10 +21,16 @@ import (
 	"github.com/agentq/agentq/internal/testenv"
 )
 
-// conformanceParams: short quarantines and probations, so deadlines fall
-// due during the scenarios (every copy publishes timers, killed or not)
-// and the state still settles seconds after the traffic stops.
-func conformanceParams() health.Params {
+// longParams: no deadline falls due during a scenario, which checks that
+// nothing changes while nothing is sent. shortParams: the timers
+// scenario's, whose deadlines fall due within seconds, with no traffic.
+func longParams() health.Params {
+	p := health.DefaultParams()
+	p.QuarantineBase, p.QuarantineMax, p.Probation = time.Hour, 2*time.Hour, time.Hour
+	return p
+}
+
+func shortParams() health.Params {
 	p := health.DefaultParams()
 	p.QuarantineBase, p.QuarantineMax, p.Probation = 2*time.Second, 8*time.Second, 2*time.Second
 	return p
@@ -131,8 +137,19 @@ func TestDegraderConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("conformance suite: slow")
 	}
-	p := conformanceParams()
-	conformance.Run(t, conformance.Adapter{
+	a := adapter(t, longParams())
+	timers := adapter(t, shortParams())
+	timers.Timed = timed
+	// Timers are facts the degrader adds to the stream as deadlines fall
+	// due: the reference re-reads the history until it settles.
+	timers.ReferenceReadsResults = true
+	a.Timers = &timers
+	conformance.Run(t, a)
+}
+
+// adapter is the degrader with parameters p, for the suite.
+func adapter(t *testing.T, p health.Params) conformance.Adapter {
+	return conformance.Adapter{
 		Consumer:       "degrader",
 		Subjects:       health.Subjects,
 		ResultSubjects: health.ResultSubjects,
@@ -143,11 +160,7 @@ func TestDegraderConformance(t *testing.T) {
 			return testenv.StartProcess(t, cfg, "degrader", health.Consumer)
 		},
 		Workload: workload,
-		Timed:    timed,
-		// Timers are facts the degrader adds to the stream as deadlines
-		// fall due: the reference re-reads the history until it settles.
-		ReferenceReadsResults: true,
-		State:                 state,
+		State:    state,
 		Reference: func(ds []*bus.Delivery) any {
 			byTenant, _ := health.Fold(ds, p)
 			out := map[string]health.Tool{}
@@ -182,5 +195,5 @@ func TestDegraderConformance(t *testing.T) {
 		Rebuild: func(pool *pgxpool.Pool) replay.Target {
 			return health.RebuildTarget(pool, outbox.New(pool, nil, testenv.Logger(t)), health.Options{Params: p}, testenv.Logger(t))
 		},
-	})
+	}
 }
