@@ -18,6 +18,11 @@ const (
 	HeaderDLQConsumer   = "Agentq-Dlq-Consumer"
 	HeaderDLQSubject    = "Agentq-Dlq-Subject"
 	HeaderDLQStreamSeq  = "Agentq-Dlq-Stream-Seq"
+	// HeaderDLQPlaceSeq and HeaderDLQPlaceTime say where the event counts
+	// in the history (its first occurrence's sequence and stream time):
+	// the message's own, or for a redriven copy its original's.
+	HeaderDLQPlaceSeq  = "Agentq-Dlq-Place-Seq"
+	HeaderDLQPlaceTime = "Agentq-Dlq-Place-Time"
 	HeaderDLQDeliveries = "Agentq-Dlq-Deliveries"
 	HeaderDLQTime       = "Agentq-Dlq-Time"
 	// HeaderDLQPayload is "reference" when the dead letter does not carry
@@ -60,7 +65,12 @@ func (r *Runner) deadLetter(ctx context.Context, d *Delivery, code string, cause
 	dl.Header.Set(HeaderDLQReasonCode, code)
 	dl.Header.Set(HeaderDLQConsumer, r.opts.Consumer)
 	dl.Header.Set(HeaderDLQSubject, m.Subject())
-	dl.Header.Set(HeaderDLQStreamSeq, strconv.FormatUint(d.StreamSeq, 10))
+	dl.Header.Set(HeaderDLQStreamSeq, strconv.FormatUint(d.seq, 10))
+	// Where the event counts in the history: a redrive puts its copy there.
+	dl.Header.Set(HeaderDLQPlaceSeq, strconv.FormatUint(d.StreamSeq, 10))
+	if !d.Time.IsZero() {
+		dl.Header.Set(HeaderDLQPlaceTime, d.Time.UTC().Format(time.RFC3339Nano))
+	}
 	dl.Header.Set(HeaderDLQDeliveries, strconv.FormatUint(d.NumDelivered, 10))
 	dl.Header.Set(HeaderDLQTime, time.Now().UTC().Format(time.RFC3339Nano))
 	if id := d.Event.ID(); id != "" {
@@ -84,7 +94,7 @@ func (r *Runner) deadLetter(ctx context.Context, d *Delivery, code string, cause
 		}
 		dl.Data = m.Data()
 	}
-	id := "dlq-" + r.opts.Consumer + "-" + strconv.FormatUint(d.StreamSeq, 10) + "-" + strconv.FormatUint(d.NumDelivered, 10)
+	id := "dlq-" + r.opts.Consumer + "-" + strconv.FormatUint(d.seq, 10) + "-" + strconv.FormatUint(d.NumDelivered, 10)
 
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()

@@ -15,6 +15,7 @@ func (r *Runner) prepare(m jetstream.Msg) (*Delivery, error) {
 	d := &Delivery{Subject: m.Subject(), msg: m, known: true}
 	if meta, err := m.Metadata(); err == nil {
 		d.StreamSeq, d.NumDelivered, d.Time = meta.Sequence.Stream, meta.NumDelivered, meta.Timestamp
+		d.seq = d.StreamSeq
 	}
 	if err := notFor(r.opts.Consumer, m); err != nil {
 		return d, err // skip: acked without effect (redrive.go)
@@ -23,7 +24,7 @@ func (r *Runner) prepare(m jetstream.Msg) (*Delivery, error) {
 		// A redelivery: learn how the earlier deliveries ended. Checked
 		// before decoding, so a message that kills the process is
 		// dead-lettered before it can do so again.
-		rec, found, err := r.ledger.get(d.StreamSeq)
+		rec, found, err := r.ledger.get(d.seq)
 		switch {
 		case err != nil:
 			// Unknown, which is not "none": handle it, and overwrite
@@ -42,7 +43,11 @@ func (r *Runner) prepare(m jetstream.Msg) (*Delivery, error) {
 			return d, rejectf(ReasonUnsettled, "delivered %d times and %d of those deliveries ended with no decision (the process holding it died or hung): not handled again", d.NumDelivered, d.rec.unsettled)
 		}
 	}
-	return d, check(d, m, r.schema, r.opts.MaxPayload)
+	if err := check(d, m, r.schema, r.opts.MaxPayload); err != nil {
+		return d, err
+	}
+	atOriginal(d, r.opts.Consumer, m)
+	return d, nil
 }
 
 // Read decodes and validates a message exactly as a runner does, for tools
@@ -53,6 +58,7 @@ func Read(m jetstream.Msg, schema Validator, maxPayload int) (*Delivery, error) 
 	d := &Delivery{Subject: m.Subject(), msg: m}
 	if meta, err := m.Metadata(); err == nil {
 		d.StreamSeq, d.NumDelivered, d.Time = meta.Sequence.Stream, meta.NumDelivered, meta.Timestamp
+		d.seq = d.StreamSeq
 	}
 	if maxPayload <= 0 {
 		maxPayload = 1 << 20

@@ -2,6 +2,8 @@ package bus
 
 import (
 	"errors"
+	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,6 +16,33 @@ import (
 // the header a redrive would reach every consumer a second time: work for
 // nothing at best, a new dead letter of another consumer at worst.
 const HeaderRedriveFor = "Agentq-Redrive-For"
+
+// HeaderRedriveSeq and HeaderRedriveTime carry, on a redriven copy, the
+// sequence and stream time of the event's first occurrence. For the
+// consumer it is for, the copy counts there (Delivery.StreamSeq and Time),
+// as it does in a rebuild, which meets the original at that place: so
+// state that depends on order is the same live and rebuilt.
+const (
+	HeaderRedriveSeq  = "Agentq-Redrive-Seq"
+	HeaderRedriveTime = "Agentq-Redrive-Time"
+)
+
+// atOriginal places a redriven copy for consumer at its original's
+// sequence and time, when it carries them and they come before it.
+func atOriginal(d *Delivery, consumer string, m jetstream.Msg) {
+	h := m.Headers()
+	if redriveFor(h) != consumer {
+		return
+	}
+	seq, err := strconv.ParseUint(headerValue(h, HeaderRedriveSeq), 10, 64)
+	if err != nil || seq == 0 || seq >= d.StreamSeq {
+		return
+	}
+	d.StreamSeq = seq
+	if t, err := time.Parse(time.RFC3339Nano, headerValue(h, HeaderRedriveTime)); err == nil {
+		d.Time = t
+	}
+}
 
 // ErrNotForConsumer is what reading a message gives when it is a redrive
 // for another consumer: it is acked without effect, and a rebuild skips it.
@@ -38,7 +67,11 @@ func ReadAs(consumer string, m jetstream.Msg, schema Validator, maxPayload int) 
 	if err := notFor(consumer, m); err != nil {
 		return &Delivery{Subject: m.Subject(), msg: m}, err
 	}
-	return Read(m, schema, maxPayload)
+	d, err := Read(m, schema, maxPayload)
+	if err == nil {
+		atOriginal(d, consumer, m)
+	}
+	return d, err
 }
 
 // skipped acks p's message without effect when it is a redrive for another

@@ -33,6 +33,10 @@ type Delivery struct {
 	Failures     int
 
 	msg jetstream.Msg
+	// seq is the message's own sequence: what the delivery ledger and dead
+	// letters name. It differs from StreamSeq only for a redriven copy,
+	// which counts at its original's place (see HeaderRedriveSeq).
+	seq uint64
 	// rec is what the ledger says of the earlier deliveries, as this one
 	// will leave it; known is false when the ledger could not be read (the
 	// history is unknown and nothing may be written over it).
@@ -433,7 +437,7 @@ func (r *Runner) markInHand(batch []*Delivery) {
 		if d.NumDelivered > 1 && d.known {
 			rec := d.rec
 			rec.inHand = d.NumDelivered
-			r.ledger.record(d.StreamSeq, rec)
+			r.ledger.record(d.seq, rec)
 			d.stored, marked = true, true
 		}
 	}

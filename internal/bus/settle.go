@@ -297,7 +297,7 @@ func (r *Runner) excuse(d *Delivery) {
 // Only when the ledger could be read: a record built on an unknown history
 // would overwrite the real one.
 func (r *Runner) store(d *Delivery) {
-	r.ledger.record(d.StreamSeq, d.rec)
+	r.ledger.record(d.seq, d.rec)
 	d.stored = true
 }
 
@@ -326,7 +326,7 @@ func (r *Runner) sendNaks() {
 // forget drops the ledger record of a settled event.
 func (r *Runner) forget(d *Delivery) {
 	if d.stored {
-		r.ledger.forget(d.StreamSeq)
+		r.ledger.forget(d.seq)
 		d.stored = false
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -476,6 +477,13 @@ func redriveDeadLetters(ctx context.Context, e Env, js jetstream.JetStream, dlq 
 			// For the consumer that failed only: the others applied the
 			// original already, and ack this copy without handling it.
 			m.Header.Set(bus.HeaderRedriveFor, l.Consumer)
+			// It counts where the original does (bus.HeaderRedriveSeq).
+			if seq := l.dl.Header.Get(bus.HeaderDLQPlaceSeq); seq != "" {
+				m.Header.Set(bus.HeaderRedriveSeq, seq)
+				m.Header.Set(bus.HeaderRedriveTime, l.dl.Header.Get(bus.HeaderDLQPlaceTime))
+			} else if l.StreamSeq != 0 {
+				m.Header.Set(bus.HeaderRedriveSeq, strconv.FormatUint(l.StreamSeq, 10))
+			}
 		}
 		// No Nats-Msg-Id: the original id may still be in the duplicate
 		// window, and this copy must be stored. Consumers that applied the

@@ -114,7 +114,7 @@ func workload(t *testing.T, tenant string, n int, seed uint64) []event.Event {
 func state(t *testing.T, pool *pgxpool.Pool, tenant string) any {
 	testenv.Eventually(t, time.Minute, func() bool {
 		var behind bool
-		err := pool.QueryRow(context.Background(), `SELECT coalesce(bool_or(stored_through > evaluated_through), false) FROM health_tenants WHERE tenant_id = $1`, tenant).Scan(&behind)
+		err := pool.QueryRow(context.Background(), `SELECT coalesce(bool_or(stored_through > evaluated_through OR refold_from IS NOT NULL), false) FROM health_tenants WHERE tenant_id = $1`, tenant).Scan(&behind)
 		return err == nil && !behind
 	}, "the degrader's fold of %s caught up", tenant)
 	rows, err := pool.Query(context.Background(), `SELECT detail FROM health_tools WHERE tenant_id = $1`, tenant)

@@ -59,8 +59,19 @@ func (f *folder) fold(ctx context.Context, tenant string, through uint64) error 
 		}
 	}
 	row, ok, err := lockTenant(ctx, tx, tenant)
-	if err != nil || !ok || row.evaluated >= through {
+	if err != nil || !ok || (row.evaluated >= through && !row.refold) {
 		return database.Classify(err)
+	}
+	if row.refold {
+		// A late fact: decide the tenant again from its first fact, in
+		// stream order, as a rebuild would. Transitions of facts already
+		// published are not published again (they cannot be taken back);
+		// the state is the stream's.
+		if _, err := tx.Exec(ctx, `DELETE FROM health_tools WHERE tenant_id = $1`, tenant); err != nil {
+			return database.Classify(fmt.Errorf("refold %s: %w", tenant, err))
+		}
+		through = max(through, row.evaluated)
+		row.evaluated, row.known, row.quarantined = 0, 0, 0
 	}
 	facts, err := readFacts(ctx, tx, tenant, row.evaluated, through)
 	if err != nil {
@@ -98,7 +109,7 @@ func (f *folder) fold(ctx context.Context, tenant string, through uint64) error 
 		return bus.Permanent(err)
 	}
 	b.Queue(`UPDATE health_tenants SET evaluated_through = $2, published_through = greatest(published_through, $2),
-		known = $3, quarantined = $4 WHERE tenant_id = $1`, tenant, int64(through), tn.Known, tn.Quarantined)
+		known = $3, quarantined = $4, refold_from = NULL WHERE tenant_id = $1`, tenant, int64(through), tn.Known, tn.Quarantined)
 	if err := f.out.Queue(b, results...); err != nil {
 		return bus.Permanent(err)
 	}
@@ -186,7 +197,7 @@ func (f *folder) pending(ctx context.Context, through uint64) ([]string, error) 
 	if skip["*"] {
 		return nil, nil
 	}
-	rows, err := f.pool.Query(ctx, `SELECT tenant_id FROM health_tenants WHERE stored_through > evaluated_through AND evaluated_through < $1`, int64(through))
+	rows, err := f.pool.Query(ctx, `SELECT tenant_id FROM health_tenants WHERE (stored_through > evaluated_through AND evaluated_through < $1) OR refold_from IS NOT NULL`, int64(through))
 	if err != nil {
 		return nil, database.Classify(fmt.Errorf("pending tenants: %w", err))
 	}

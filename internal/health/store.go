@@ -18,6 +18,7 @@ import (
 // moving a fact down never reorders what was already folded.
 func queueFacts(b *pgx.Batch, tenant string, fs []fact) {
 	var maxSeq uint64
+	minSeq := ^uint64(0)
 	for i, f := range fs {
 		part := 0
 		if i > 0 && fs[i-1].EventID == f.EventID {
@@ -34,31 +35,37 @@ func queueFacts(b *pgx.Batch, tenant string, fs []fact) {
 			ON CONFLICT (tenant_id, event_id, part) DO UPDATE SET stream_seq = excluded.stream_seq, at = excluded.at
 			WHERE excluded.stream_seq < health_facts.stream_seq`,
 			tenant, f.EventID, part, int64(f.Seq), int16(f.Kind), f.Tool, f.Bad, f.Rating, f.At, due, f.Reason, f.By, f.Type)
-		maxSeq = max(maxSeq, f.Seq)
+		maxSeq, minSeq = max(maxSeq, f.Seq), min(minSeq, f.Seq)
 	}
 	b.Queue(`
 		INSERT INTO health_tenants (tenant_id, stored_through) VALUES ($1, $2)
 		ON CONFLICT (tenant_id) DO UPDATE SET stored_through = greatest(health_tenants.stored_through, excluded.stored_through)`,
 		tenant, int64(maxSeq))
+	// A fact the fold has passed already (a redriven dead letter, which
+	// counts at its original's place): the fold starts the tenant again.
+	b.Queue(`UPDATE health_tenants SET refold_from = least(coalesce(refold_from, $2), $2) WHERE tenant_id = $1 AND evaluated_through >= $2`,
+		tenant, int64(minSeq))
 }
 
 type tenantRow struct {
 	evaluated, published uint64
 	known, quarantined   int
+	refold               bool // a late fact waits: fold from the first fact
 }
 
 func lockTenant(ctx context.Context, tx pgx.Tx, tenant string) (tenantRow, bool, error) {
 	var r tenantRow
 	var ev, pub int64
-	err := tx.QueryRow(ctx, `SELECT evaluated_through, published_through, known, quarantined FROM health_tenants WHERE tenant_id = $1 FOR UPDATE`, tenant).
-		Scan(&ev, &pub, &r.known, &r.quarantined)
+	var refold *int64
+	err := tx.QueryRow(ctx, `SELECT evaluated_through, published_through, known, quarantined, refold_from FROM health_tenants WHERE tenant_id = $1 FOR UPDATE`, tenant).
+		Scan(&ev, &pub, &r.known, &r.quarantined, &refold)
 	if err == pgx.ErrNoRows {
 		return r, false, nil
 	}
 	if err != nil {
 		return r, false, fmt.Errorf("lock tenant %s: %w", tenant, err)
 	}
-	r.evaluated, r.published = uint64(ev), uint64(pub)
+	r.evaluated, r.published, r.refold = uint64(ev), uint64(pub), refold != nil
 	return r, true, nil
 }
 
@@ -141,7 +148,7 @@ func Reset(ctx context.Context, tx pgx.Tx, consumer, tenant string) error {
 	stmts := []string{
 		`DELETE FROM health_facts WHERE ($1 = '' OR tenant_id = $1)`,
 		`DELETE FROM health_tools WHERE ($1 = '' OR tenant_id = $1)`,
-		`UPDATE health_tenants SET evaluated_through = 0, stored_through = 0, known = 0, quarantined = 0 WHERE ($1 = '' OR tenant_id = $1)`,
+		`UPDATE health_tenants SET evaluated_through = 0, stored_through = 0, known = 0, quarantined = 0, refold_from = NULL WHERE ($1 = '' OR tenant_id = $1)`,
 	}
 	for _, s := range stmts {
 		if _, err := tx.Exec(ctx, s, tenant); err != nil {
