@@ -160,6 +160,11 @@ type Result struct {
 	Version int64
 	// ID and Type are the result event's id and type.
 	ID, Type string
+	// Revised marks a state result that supersedes the one published
+	// before it with the same Version (the scorer's re-filing of an event
+	// whose copy was applied first): for that version, the last revised
+	// result in stream order is the one compared.
+	Revised bool
 	// Data is its content as compared: every field that matters, with
 	// what legitimately varies (a measured latency, which event of a
 	// batch caused a state result) left out.

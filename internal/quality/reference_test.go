@@ -310,7 +310,9 @@ func readScorerResult(ev event.Event) conformance.Result {
 	}
 	target, _ := d["target"].(string)
 	version, _ := d["state_version"].(float64)
-	return conformance.Result{Key: target + "/" + id, Version: int64(version), ID: ev.ID(), Type: ev.Type(), Data: d}
+	revised, _ := d["revised"].(bool)
+	delete(d, "revised") // the content compared is the state's
+	return conformance.Result{Key: target + "/" + id, Version: int64(version), ID: ev.ID(), Type: ev.Type(), Revised: revised, Data: d}
 }
 
 // The independent reference agrees with the scorer's own fold on the

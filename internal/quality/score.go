@@ -329,6 +329,11 @@ type Changed struct {
 	RecentScore         float64  `json:"recent_score"`
 	RecentWindow        int      `json:"recent_window"`
 	QualityFormula      string   `json:"quality_formula"`
+	// Revised marks the state of a target after a re-filing (a copy of an
+	// event applied before its original, moved to the original's place):
+	// the same state version, the stream-order content. It supersedes the
+	// result of that version published before it.
+	Revised bool `json:"revised,omitempty"`
 }
 
 // Changed renders m as a quality.changed payload with a recent window of

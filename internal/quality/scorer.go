@@ -2,6 +2,9 @@ package quality
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -128,6 +131,7 @@ func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observa
 	}
 	// The newest event of each target in this batch is the result's cause.
 	cause := map[Key]*bus.Delivery{}
+	moved := map[Key]*bus.Delivery{}
 	for j, i := range valid {
 		m := metrics[obs[i].key]
 		switch {
@@ -140,6 +144,7 @@ func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observa
 			// counts where its first copy is. Copies of an event id are the
 			// same event, so this copy's observation is the one applied.
 			m.refile(obs[i], int64(claimed.Moved[j]), int64(batch[i].StreamSeq))
+			moved[obs[i].key] = batch[i]
 			continue
 		}
 		m.apply(obs[i], int64(batch[i].StreamSeq))
@@ -152,9 +157,26 @@ func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observa
 	for _, k := range keys { // keys is sorted: results come in a stable order
 		m := metrics[k]
 		touched = append(touched, m)
-		if cause[k] == nil || claimed.Withheld(k.Tenant) {
-			// Only re-filed: the state version counts events, so it stays,
-			// and the next change publishes the re-filed state.
+		if claimed.Withheld(k.Tenant) {
+			continue
+		}
+		if cause[k] == nil {
+			// Only re-filed: the state version counts events, so it stays;
+			// the revised state goes out under that version, with an id of
+			// its content (copies and retries derive the same one).
+			ch := m.Changed(s.opts.Window)
+			ch.Revised = true
+			raw, err := json.Marshal(ch)
+			if err != nil {
+				return nil, bus.Permanent(err)
+			}
+			sum := sha256.Sum256(raw)
+			ev, err := bus.NewStateResult(s.opts.Consumer, TypeQualityChanged, k.Tenant,
+				k.Target+"/"+k.ID+"#"+hex.EncodeToString(sum[:8]), m.StateVersion, moved[k].Event, ch)
+			if err != nil {
+				return nil, bus.Permanent(err)
+			}
+			results = append(results, ev)
 			continue
 		}
 		ev, err := bus.NewStateResult(s.opts.Consumer, TypeQualityChanged, k.Tenant, k.Target+"/"+k.ID, m.StateVersion, cause[k].Event, m.Changed(s.opts.Window))
