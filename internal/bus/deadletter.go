@@ -21,8 +21,8 @@ const (
 	// HeaderDLQPlaceSeq and HeaderDLQPlaceTime say where the event counts
 	// in the history (its first occurrence's sequence and stream time):
 	// the message's own, or for a redriven copy its original's.
-	HeaderDLQPlaceSeq  = "Agentq-Dlq-Place-Seq"
-	HeaderDLQPlaceTime = "Agentq-Dlq-Place-Time"
+	HeaderDLQPlaceSeq   = "Agentq-Dlq-Place-Seq"
+	HeaderDLQPlaceTime  = "Agentq-Dlq-Place-Time"
 	HeaderDLQDeliveries = "Agentq-Dlq-Deliveries"
 	HeaderDLQTime       = "Agentq-Dlq-Time"
 	// HeaderDLQPayload is "reference" when the dead letter does not carry
