@@ -144,7 +144,8 @@ func readIndexerResult(ev event.Event) conformance.Result {
 	for _, k := range keep {
 		data[k] = d[k]
 	}
-	return conformance.Result{Key: bus.Causation(ev), ID: ev.ID(), Type: ev.Type(), Data: data}
+	revised, _ := d["revised"].(bool)
+	return conformance.Result{Key: bus.Causation(ev), ID: ev.ID(), Type: ev.Type(), Revised: revised, Data: data}
 }
 
 // workload makes n valid events of every kind the indexer consumes, over
