@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"reflect"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/jackc/pgx/v5"
@@ -132,6 +133,7 @@ func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observa
 	// The newest event of each target in this batch is the result's cause.
 	cause := map[Key]*bus.Delivery{}
 	moved := map[Key]*bus.Delivery{}
+	before := map[Key]Changed{} // a re-filed target's payload before its first move here
 	for j, i := range valid {
 		m := metrics[obs[i].key]
 		switch {
@@ -143,6 +145,9 @@ func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observa
 			// A copy later in the stream was applied first: the event
 			// counts where its first copy is. Copies of an event id are the
 			// same event, so this copy's observation is the one applied.
+			if _, ok := before[obs[i].key]; !ok {
+				before[obs[i].key] = m.Changed(s.opts.Window)
+			}
 			m.refile(obs[i], int64(claimed.Moved[j]), int64(batch[i].StreamSeq))
 			moved[obs[i].key] = batch[i]
 			continue
@@ -165,6 +170,9 @@ func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observa
 			// the revised state goes out under that version, with an id of
 			// its content (copies and retries derive the same one).
 			ch := m.Changed(s.opts.Window)
+			if reflect.DeepEqual(ch, before[k]) {
+				continue // the move changed nothing anyone reads
+			}
 			ch.Revised = true
 			raw, err := json.Marshal(ch)
 			if err != nil {

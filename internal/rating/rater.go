@@ -218,9 +218,7 @@ func (r *Rater) Handle(ctx context.Context, batch []*bus.Delivery) []error {
 			errs[i] = err
 			continue
 		}
-		// With its sequence: a republished copy rated first is filed at the
-		// original's place when that arrives (Claimed.Moved).
-		it := &item{d: d, call: c, key: database.InboxKey{Tenant: d.Tenant, EventID: d.Event.ID(), Seq: d.StreamSeq}}
+		it := &item{d: d, call: c, key: database.InboxKey{Tenant: d.Tenant, EventID: d.Event.ID()}}
 		items[i] = it
 		live = append(live, it)
 	}
@@ -390,7 +388,11 @@ func (r *Rater) commit(ctx context.Context, items []*item) error {
 	}
 	keys := make([]database.InboxKey, len(todo))
 	for j, it := range todo {
+		// Claimed with its sequence: a republished copy rated first is
+		// filed at the original's place when that arrives (Claimed.Moved).
+		// The item's key stays without it: caches know an event by id.
 		keys[j] = it.key
+		keys[j].Seq = it.d.StreamSeq
 	}
 	tx, claimed, err := database.BeginClaim(ctx, r.pool, r.opts.Consumer, keys)
 	if err != nil {
@@ -430,7 +432,7 @@ func (r *Rater) commit(ctx context.Context, items []*item) error {
 	queueRatings(b, rows)
 	for j, it := range todo {
 		if claimed.Moved != nil && claimed.Moved[j] != 0 {
-			b.Queue(`UPDATE ratings SET stream_seq = $3 WHERE tenant_id = $1 AND event_id = $2`, it.key.Tenant, it.key.EventID, int64(it.key.Seq))
+			b.Queue(`UPDATE ratings SET stream_seq = $3 WHERE tenant_id = $1 AND event_id = $2`, it.key.Tenant, it.key.EventID, int64(keys[j].Seq))
 		}
 	}
 	queueSpend(b, spend)
