@@ -45,7 +45,10 @@ dev: deps
 	exec bin/agentq dev $(ARGS)
 
 test: prereqs-race deps vet
-	$(GO) test -count=1 -timeout 20m ./...
+	# -p 4: the conformance suites spend most of their time waiting out
+	# outages, backoffs and deadlines, not computing; four packages at once
+	# keep a 2-core machine busy and CI within 15 minutes.
+	$(GO) test -count=1 -p 4 -timeout 20m ./...
 	$(GO) test -count=1 -race -timeout 10m ./internal/chat/ ./internal/bus/ ./schemas/ ./internal/service/ ./internal/job/ ./internal/provider/... ./internal/library/ ./internal/search/ ./internal/embed/...
 	$(MAKE) fuzz
 
