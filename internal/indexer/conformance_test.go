@@ -73,10 +73,21 @@ func indexerResults(ds []*bus.Delivery) []conformance.Result {
 	for _, p := range state.Prompts {
 		hashOf[fmt.Sprintf("%s@%d", p.ID, p.Version)] = p.Hash
 	}
+	// The decision each input's results carry: the last revision, else
+	// its one result (a revision may precede a delayed original).
 	decided := map[string]event.Event{}
+	revised := map[string]bool{}
 	for _, d := range ds {
-		if d.Event.Source() == "agentq/indexer" {
-			decided[bus.Causation(d.Event)] = d.Event
+		if d.Event.Source() != "agentq/indexer" {
+			continue
+		}
+		var r struct {
+			Revised bool `json:"revised"`
+		}
+		_ = json.Unmarshal(d.Event.Data(), &r)
+		c := bus.Causation(d.Event)
+		if r.Revised || !revised[c] {
+			decided[c], revised[c] = d.Event, revised[c] || r.Revised
 		}
 	}
 	var out []conformance.Result
