@@ -13,9 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentq/agentq/internal/app"
-	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/devdb"
 )
 
 // CPUResult is what one benchcpu run measured over the scorer's drain
@@ -39,25 +37,12 @@ type CPUResult struct {
 // prof is not nil, a CPU profile of that window alone.
 func CPU(ctx context.Context, cfg config.Config, n, warm int, prof *os.File, log zerolog.Logger) (CPUResult, error) {
 	res := CPUResult{Events: n, ProcessCPU: -1, PostgresCPU: -1, Database: "AGENTQ_DATABASE_URL"}
-	dir, err := os.MkdirTemp("", "agentq-benchcpu-")
+	cfg, pglite, stop, err := embedded(ctx, cfg)
+	defer stop()
 	if err != nil {
 		return res, err
 	}
-	defer os.RemoveAll(dir)
-	srv, err := broker.Start(broker.Options{Port: -1, StoreDir: dir, Log: zerolog.Nop()})
-	if err != nil {
-		return res, err
-	}
-	defer srv.Shutdown()
-	cfg.NATSURL = srv.ClientURL()
-	cfg.MetricsAddr = ""
-	if cfg.DatabaseURL == "" {
-		db, err := devdb.Start(ctx, devdb.Options{Dir: cfg.PGliteDir, Log: zerolog.Nop()})
-		if err != nil {
-			return res, err
-		}
-		defer db.Close()
-		cfg.DatabaseURL = db.URL()
+	if pglite {
 		res.Database = "PGlite dev database (WASM; measure on native Postgres for production figures)"
 	}
 	d, err := app.Start(ctx, cfg, "bench", log.Level(zerolog.WarnLevel))

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -17,10 +16,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentq/agentq/internal/app"
-	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/devdb"
 	"github.com/agentq/agentq/internal/health"
 	"github.com/agentq/agentq/internal/webhook"
 )
@@ -75,24 +72,12 @@ func quantiles(xs []time.Duration) (p50, p99 time.Duration) {
 func Degrader(ctx context.Context, cfg config.Config, o DegraderOptions, log zerolog.Logger) (DegraderResult, error) {
 	tools, samples, gap := o.Tools, o.Samples, o.Gap
 	res := DegraderResult{Tools: tools, Samples: samples, Gap: gap, Database: "AGENTQ_DATABASE_URL"}
-	dir, err := os.MkdirTemp("", "agentq-bench-")
+	cfg, pglite, stop, err := embedded(ctx, cfg)
+	defer stop()
 	if err != nil {
 		return res, err
 	}
-	defer os.RemoveAll(dir)
-	srv, err := broker.Start(broker.Options{Port: -1, StoreDir: dir, Log: zerolog.Nop()})
-	if err != nil {
-		return res, err
-	}
-	defer srv.Shutdown()
-	cfg.NATSURL, cfg.MetricsAddr = srv.ClientURL(), ""
-	if cfg.DatabaseURL == "" {
-		db, err := devdb.Start(ctx, devdb.Options{Dir: cfg.PGliteDir, Log: zerolog.Nop()})
-		if err != nil {
-			return res, err
-		}
-		defer db.Close()
-		cfg.DatabaseURL = db.URL()
+	if pglite {
 		res.Database = "PGlite dev database (measure on native Postgres for production figures)"
 	}
 

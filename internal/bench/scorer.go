@@ -6,7 +6,6 @@ import (
 	"io"
 	stdlog "log"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -19,10 +18,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/agentq/agentq/internal/app"
-	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/config"
-	"github.com/agentq/agentq/internal/devdb"
 	"github.com/agentq/agentq/internal/quality"
 )
 
@@ -105,25 +102,12 @@ func Scorer(ctx context.Context, cfg config.Config, o ScorerOptions, log zerolog
 		diag.SetOutput(o.Diagnostics)
 	}
 	res := ScorerResult{Events: n, Rounds: rounds, BatchSize: cfg.BatchSize, Database: "AGENTQ_DATABASE_URL"}
-	dir, err := os.MkdirTemp("", "agentq-bench-")
+	cfg, pglite, stop, err := embedded(ctx, cfg)
+	defer stop()
 	if err != nil {
 		return res, err
 	}
-	defer os.RemoveAll(dir)
-	srv, err := broker.Start(broker.Options{Port: -1, StoreDir: dir, Log: zerolog.Nop()})
-	if err != nil {
-		return res, err
-	}
-	defer srv.Shutdown()
-	cfg.NATSURL = srv.ClientURL()
-	cfg.MetricsAddr = ""
-	if cfg.DatabaseURL == "" {
-		db, err := devdb.Start(ctx, devdb.Options{Dir: cfg.PGliteDir, Log: zerolog.Nop()})
-		if err != nil {
-			return res, err
-		}
-		defer db.Close()
-		cfg.DatabaseURL = db.URL()
+	if pglite {
 		res.Database = "PGlite dev database (WASM; measure on native Postgres for production figures)"
 	}
 	quiet := log.Level(zerolog.WarnLevel)
