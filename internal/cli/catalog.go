@@ -61,6 +61,8 @@ func duplicateWindow(ctx context.Context, js jetstream.JetStream) (time.Duration
 type answer struct {
 	typ  string          // agentq.prompt.indexed.v1, agentq.tool.indexed.v1 or agentq.indexer.rejected.v1
 	data json.RawMessage // the result's data
+	id   string          // the result's id
+	at   time.Time       // the result's time
 }
 
 // indexed is the data of prompt.indexed and tool.indexed that the commands
@@ -119,7 +121,7 @@ func followAnswers(ctx context.Context, js jetstream.JetStream, subjects []strin
 		if _, seen := a.got[cause]; seen {
 			return // a republished result: the first one counts
 		}
-		a.got[cause] = answer{typ: ev.Type(), data: ev.Data()}
+		a.got[cause] = answer{typ: ev.Type(), data: ev.Data(), id: ev.ID(), at: ev.Time()}
 		select {
 		case a.changed <- struct{}{}:
 		default:

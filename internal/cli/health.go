@@ -293,45 +293,15 @@ func runToolRelease(ctx context.Context, e Env, cfg config.Config, args []string
 		return err
 	}
 	defer nc.Close()
-	// Follow the answers before publishing, so none is missed.
-	cons, err := js.OrderedConsumer(ctx, bus.StreamName, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{"tool.recovered." + *tenant, "degrader.rejected." + *tenant}, DeliverPolicy: jetstream.DeliverNewPolicy})
+	got, err := awaitAnswer(ctx, js, reg, ev, health.TypeToolRecovered, health.TypeRejected, *timeout)
 	if err != nil {
 		return err
 	}
-	it, err := cons.Messages()
-	if err != nil {
-		return err
-	}
-	defer it.Stop()
-	if _, err := bus.NewPublisher(js, reg).Publish(ctx, ev); err != nil {
-		return err
-	}
-	answered := make(chan alertLine, 1)
-	go func() {
-		for {
-			m, err := it.Next()
-			if err != nil {
-				return
-			}
-			got, err := bus.Decode(m.Headers(), m.Data())
-			if err != nil || bus.Causation(got) != ev.ID() {
-				continue
-			}
-			a := alertLine{Time: got.Time(), Tenant: *tenant, Type: got.Type(), ID: got.ID(), Cause: ev.ID()}
-			_ = json.Unmarshal(got.Data(), &a.Data)
-			answered <- a
-			return
-		}
-	}()
-	var a alertLine
-	select {
-	case a = <-answered:
-	case <-time.After(*timeout):
+	if got == nil {
 		return fmt.Errorf("no answer from the degrader within %s to tool.released %s: is the degrader running (`make dev` runs it)?", *timeout, ev.ID())
-	case <-ctx.Done():
-		return ctx.Err()
 	}
+	a := alertLine{Time: got.at, Tenant: *tenant, Type: got.typ, ID: got.id, Cause: ev.ID()}
+	_ = json.Unmarshal(got.data, &a.Data)
 	if *asJSON {
 		if err := writeJSON(e.Stdout, a); err != nil {
 			return err

@@ -325,9 +325,16 @@ func runPromptActivate(ctx context.Context, e Env, cfg config.Config, args []str
 // awaitOne publishes ev and waits up to timeout for its answer of type
 // okType or indexer.rejected; it returns nil when none came.
 func awaitOne(ctx context.Context, e Env, js jetstream.JetStream, reg *schemas.Registry, ev event.Event, okType string, timeout time.Duration) (*answer, error) {
+	warnIfNoIndexer(ctx, e, js)
+	return awaitAnswer(ctx, js, reg, ev, okType, indexer.TypeRejected, timeout)
+}
+
+// awaitAnswer publishes ev and waits up to timeout for its answer, of type
+// okType or rejType; it returns nil when none came.
+func awaitAnswer(ctx context.Context, js jetstream.JetStream, reg *schemas.Registry, ev event.Event, okType, rejType string, timeout time.Duration) (*answer, error) {
 	tenant := bus.Tenant(ev)
 	okSubject, _ := bus.SubjectFor(okType, tenant)
-	rejSubject, _ := bus.SubjectFor(indexer.TypeRejected, tenant)
+	rejSubject, _ := bus.SubjectFor(rejType, tenant)
 	s, err := js.Stream(ctx, bus.StreamName)
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", bus.StreamName, err)
@@ -341,7 +348,6 @@ func awaitOne(ctx context.Context, e Env, js jetstream.JetStream, reg *schemas.R
 		return nil, err
 	}
 	defer ans.stop()
-	warnIfNoIndexer(ctx, e, js)
 	if _, err := bus.NewPublisher(js, reg).Publish(ctx, ev); err != nil {
 		return nil, err
 	}
