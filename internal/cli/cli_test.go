@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/auth"
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/cli"
 	"github.com/agentq/agentq/internal/quality"
@@ -181,6 +182,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"alerts", "--tenant", "Bad!"}, 2, `tenant "Bad!" does not match`},
 		{[]string{"alerts", "extra"}, 2, "unexpected arguments"},
 		{[]string{"migrate"}, 1, "AGENTQ_DATABASE_URL is not set"},
+		{[]string{"token"}, 2, "want the subcommand new"},
+		{[]string{"token", "new"}, 2, "want --tenant T"},
+		{[]string{"token", "new", "--tenant", "a b"}, 1, `"a b" is not a valid tenant`},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -189,6 +193,18 @@ func TestUsageErrors(t *testing.T) {
 			require.Contains(t, out+errOut, tc.want)
 		})
 	}
+}
+
+func TestTokenNewGrantsTheTenant(t *testing.T) {
+	code, out, errOut := run(context.Background(), nil, "", "token", "new", "--tenant", "acme")
+	require.Equal(t, 0, code, errOut)
+	tok, line, ok := strings.Cut(strings.TrimPrefix(out, "token: "), "\nline for the token file: ")
+	require.True(t, ok, out)
+	toks, err := auth.Parse(strings.NewReader(line))
+	require.NoError(t, err)
+	tenant, err := toks.Tenant(tok)
+	require.NoError(t, err)
+	require.Equal(t, "acme", tenant)
 }
 
 func TestBadConfigurationExits2(t *testing.T) {

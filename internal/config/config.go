@@ -147,6 +147,7 @@ type Config struct {
 	Alerts            Alerts        // AGENTQ_ALERT_*
 	Search            Search        // AGENTQ_SEARCH_*
 	IndexerWriters    int           // AGENTQ_INDEXER_WRITERS
+	TokenFile         string        // AGENTQ_TOKEN_FILE: see internal/auth
 }
 
 // Var documents one environment variable.
@@ -202,6 +203,7 @@ var Vars = []Var{
 	{"AGENTQ_ALERT_WEBHOOK_SECRET", "", "Standard Webhooks secret (whsec_...) signing every endpoint without its own"},
 	{"AGENTQ_ALERT_WEBHOOK_TIMEOUT", "10s", "longest one webhook POST may take"},
 	{"AGENTQ_ALERT_WEBHOOK_GIVE_UP", "24h", "how long an alert is retried while an endpoint fails, before it is dead-lettered"},
+	{"AGENTQ_TOKEN_FILE", "", "bearer tokens of the HTTP ways in (MCP over HTTP, ingest), a `tenant token` line each, the token plain or as sha256:HEX (`agentq token new`); reloaded when it changes; empty: those endpoints refuse every request"},
 	{"AGENTQ_RATER_TIMEOUT", "5s", "longest one rating call may take, retries included"},
 	{"AGENTQ_RATER_CONCURRENCY", "16", "ratings in flight at once per batch"},
 	{"AGENTQ_RATER_SAMPLE", "1", "share of events rated, 0..1, chosen by a hash of the event id (replays and copies agree)"},
@@ -343,6 +345,7 @@ func Load(getenv func(string) string) (Config, error) {
 		Consumers:         map[string]ConsumerSettings{},
 		InboxRetention:    dur("AGENTQ_INBOX_RETENTION"),
 		IndexerWriters:    num("AGENTQ_INDEXER_WRITERS"),
+		TokenFile:         get("AGENTQ_TOKEN_FILE"),
 		RelayInterval:     dur("AGENTQ_OUTBOX_RELAY_INTERVAL"),
 		RelayMinAge:       dur("AGENTQ_OUTBOX_RELAY_MIN_AGE"),
 		DataDir:           get("AGENTQ_DATA_DIR"),
