@@ -101,7 +101,10 @@ func Degrader(ctx context.Context, cfg config.Config, o DegraderOptions, log zer
 	tenant := fmt.Sprintf("bench-deg-%x", rand.Uint32())
 	cfg.Alerts.WebhookURL = "http://" + ln.Addr().String() + "/hook;tenant=" + tenant
 
-	d, err := app.Start(ctx, cfg, "bench", log.Level(zerolog.WarnLevel))
+	// Error level: every tool the bench breaks is a health transition,
+	// which the degrader logs at warn; hundreds of them would bury the
+	// figures.
+	d, err := app.Start(ctx, cfg, "bench", log.Level(zerolog.ErrorLevel))
 	if err != nil {
 		return res, err
 	}

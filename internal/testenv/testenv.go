@@ -1,7 +1,7 @@
 // Package testenv gives tests the real parts agentq runs on: an embedded
 // NATS server with JetStream per test, and one Postgres with pgvector per
-// test binary — the database at AGENTQ_DATABASE_URL when it is set, else the
-// PGlite dev database — migrated once. Tests isolate their data by tenant
+// test binary — a database of its own on the server at AGENTQ_DATABASE_URL
+// when it is set, else the PGlite dev database — migrated once. Tests isolate their data by tenant
 // (Tenant gives each test its own), since every table is keyed by tenant.
 package testenv
 
@@ -69,11 +69,17 @@ func StartNATSIn(t testing.TB, dir string) *NATS {
 }
 
 var (
-	dbOnce sync.Once
-	dbURL  string
-	dbErr  error
-	dbSrv  *devdb.Server
+	dbOnce  sync.Once
+	dbURL   string
+	dbErr   error
+	dbSrv   *devdb.Server
+	dbOwned func() // drops the test binary's own database on a shared server
 )
+
+// envOwnDB marks a process whose AGENTQ_DATABASE_URL already names its
+// test binary's own database: a child process (StartChild, a consumer's
+// binary) shares its parent's rather than making another.
+const envOwnDB = "AGENTQ_TEST_OWN_DATABASE"
 
 // DatabaseURL returns the URL of the test database, migrated. The dev
 // database is started once per test binary; Main stops it.
@@ -83,6 +89,18 @@ func DatabaseURL(t testing.TB) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		dbURL = os.Getenv("AGENTQ_DATABASE_URL")
+		if dbURL != "" && os.Getenv(envOwnDB) == "" {
+			// Test binaries run in parallel (go test -p) and consumers
+			// act on every tenant's rows (outbox relays, job workers,
+			// folds): on one shared database one binary's consumers
+			// would take another's work. Each gets a database of its own.
+			dbURL, dbOwned, dbErr = ownDatabase(ctx, dbURL)
+			if dbErr != nil {
+				return
+			}
+			os.Setenv("AGENTQ_DATABASE_URL", dbURL)
+			os.Setenv(envOwnDB, "1")
+		}
 		if dbURL == "" {
 			log := zerolog.Nop()
 			if os.Getenv("AGENTQ_TEST_DEVDB_LOG") != "" { // debugging aid: the PGlite server's own log
@@ -122,6 +140,9 @@ func Main(m *testing.M) {
 	code := m.Run()
 	if dbSrv != nil {
 		_ = dbSrv.Close()
+	}
+	if dbOwned != nil {
+		dbOwned()
 	}
 	os.Exit(code)
 }
