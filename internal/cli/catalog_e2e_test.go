@@ -157,7 +157,7 @@ func TestPromptSeedActivateEndToEnd(t *testing.T) {
   version: 1
   type: chain_of_thought
   name: Solve a word problem step by step
-  parameters: [{name: Problem, type: string, required: true}]
+  parameters: [{name: Problem, type: string, required: true, description: The word problem.}]
   content: |
 `+indent(contents[5], "    ")), 0o644))
 	code, out, errOut = run(ctx, client, "", "prompt", "seed", conflict, "--tenant", tenant, "--json")

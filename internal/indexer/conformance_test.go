@@ -188,15 +188,17 @@ func workload(t *testing.T, tenant string, n int, seed uint64) []event.Event {
 		id := fmt.Sprintf("p%d", rng.IntN(12))
 		tool := fmt.Sprintf("tool_%d", rng.IntN(8))
 		switch k := rng.IntN(100); {
-		case k < 30: // next free version
+		case k < 30: // next free version; the same content with another declaration is one too
 			add(indexer.TypePromptCreated, map[string]any{"id": id, "type": "task", "name": "Prompt " + id,
-				"content":    fmt.Sprintf("Do task %d for {{.Who}}.", rng.IntN(6)),
-				"parameters": []map[string]any{{"name": "Who", "type": "string", "required": true}}, "tags": []string{"t"}})
-		case k < 45: // explicit versions: repeats and conflicts
+				"content": fmt.Sprintf("Do task %d for {{.Who}}.", rng.IntN(6)),
+				"parameters": []map[string]any{{"name": "Who", "type": "string", "required": true,
+					"description": []string{"who asks", "the caller"}[rng.IntN(2)]}}, "tags": []string{"t"}})
+		case k < 45: // explicit versions: repeats and conflicts, of content or of parameters
 			v, content := 1+rng.IntN(3), fmt.Sprintf("System text %d.", rng.IntN(2))
 			created = append(created, version{id, library.Hash(id, v, content, "system"), v})
 			add(indexer.TypePromptCreated, map[string]any{"id": id, "version": v, "type": "system",
-				"name": "Prompt " + id, "content": content, "metadata": map[string]any{"k": rng.IntN(3)}})
+				"name": "Prompt " + id, "content": content, "metadata": map[string]any{"k": rng.IntN(3)},
+				"parameters": []map[string]any{{"name": "Lang", "type": "string", "default": []string{"en", "fr"}[rng.IntN(2)]}}})
 		case k < 55:
 			add(indexer.TypePromptActivated, map[string]any{"prompt_id": id, "version": 1 + rng.IntN(4),
 				"label": []string{"production", "staging"}[rng.IntN(2)]})

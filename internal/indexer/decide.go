@@ -28,38 +28,53 @@ func (d decision) key() string {
 }
 
 // versionView is what a create is decided against: the prompt id's newest
-// version and the hash of any version (promptWrites for a batch applied
-// in order, promptFold for a prompt id decided again).
+// version and any version, with their hashes and parameter declarations
+// (promptWrites for a batch applied in order, promptFold for a prompt id
+// decided again).
 type versionView interface {
 	head(tenant, id string) (library.Found, error)
-	hashOf(tenant, id string, version int) (string, bool, error)
+	version(tenant, id string, version int) (library.Found, bool, error)
 }
 
-// decidePrompt decides a create (p.Version 0: the next free version).
+// decidePrompt decides a create (p.Version 0: the next free version). A
+// version is its content and type (the hash) and its parameter
+// declaration: the same content with another declaration is a conflict
+// for an explicit version and the next version without one, never
+// "unchanged" with the new declaration dropped.
 func decidePrompt(v versionView, p library.Prompt) (decision, error) {
 	if p.Version > 0 {
 		h := library.Hash(p.ID, p.Version, p.Content, p.Type)
-		existing, found, err := v.hashOf(p.Tenant, p.ID, p.Version)
+		existing, found, err := v.version(p.Tenant, p.ID, p.Version)
 		switch {
 		case err != nil:
 			return decision{}, err
 		case !found:
 			return decision{outcome: OutcomeCreated, version: p.Version, hash: h}, nil
-		case existing == h:
-			return decision{outcome: OutcomeUnchanged, version: p.Version, hash: h}, nil
+		case existing.Hash != h:
+			return decision{version: p.Version, reject: &rejection{
+				code:    ReasonVersionConflict,
+				reason:  fmt.Sprintf("prompt %s version %d already exists with different content or type (hash %s); versions are immutable: create a new version", p.ID, p.Version, existing.Hash),
+				details: map[string]any{"prompt_id": p.ID, "version": p.Version, "existing_hash": existing.Hash, "hash": h},
+			}}, nil
 		}
-		return decision{version: p.Version, reject: &rejection{
-			code:    ReasonVersionConflict,
-			reason:  fmt.Sprintf("prompt %s version %d already exists with different content or type (hash %s); versions are immutable: create a new version", p.ID, p.Version, existing),
-			details: map[string]any{"prompt_id": p.ID, "version": p.Version, "existing_hash": existing, "hash": h},
-		}}, nil
+		if diff, differ := library.DiffParams(existing.Params, p.Parameters); differ {
+			return decision{version: p.Version, reject: &rejection{
+				code:   ReasonVersionConflict,
+				reason: fmt.Sprintf("prompt %s version %d already exists with the same content and type but different parameters: %s; versions are immutable: create a new version", p.ID, p.Version, diff),
+				details: map[string]any{"prompt_id": p.ID, "version": p.Version, "existing_hash": existing.Hash, "hash": h,
+					"parameter": diff.Param, "field": diff.Field},
+			}}, nil
+		}
+		return decision{outcome: OutcomeUnchanged, version: p.Version, hash: h}, nil
 	}
 	head, err := v.head(p.Tenant, p.ID)
 	if err != nil {
 		return decision{}, err
 	}
 	if head.Version > 0 && library.Hash(p.ID, head.Version, p.Content, p.Type) == head.Hash {
-		return decision{outcome: OutcomeUnchanged, version: head.Version, hash: head.Hash}, nil
+		if _, differ := library.DiffParams(head.Params, p.Parameters); !differ {
+			return decision{outcome: OutcomeUnchanged, version: head.Version, hash: head.Hash}, nil
+		}
 	}
 	if head.Version >= math.MaxInt32 {
 		return decision{reject: &rejection{

@@ -31,14 +31,14 @@ type promptWrites struct {
 	known   map[library.Ref]library.Found // read by load; Version 0 = newest
 	read    map[library.Ref]bool          // what load asked (absent from known = no such version)
 	heads   map[promptKey]library.Found   // newest versions, created by this batch included
-	created map[library.Ref]string        // versions this batch created, and their hashes
+	created map[library.Ref]library.Found // versions this batch created
 	pending *pgx.Batch
 }
 
 type promptKey struct{ tenant, id string }
 
 func newPromptWrites(tx txDB) *promptWrites {
-	return &promptWrites{tx: tx, read: map[library.Ref]bool{}, heads: map[promptKey]library.Found{}, created: map[library.Ref]string{}}
+	return &promptWrites{tx: tx, read: map[library.Ref]bool{}, heads: map[promptKey]library.Found{}, created: map[library.Ref]library.Found{}}
 }
 
 // load reads, in one query, the newest version of every prompt id the
@@ -70,8 +70,8 @@ func (w *promptWrites) load(ctx context.Context, ops []op, fresh []int) error {
 	return nil
 }
 
-// head returns the newest version of a prompt and its hash, those created
-// by this batch included; the zero Found when it has none.
+// head returns the newest version of a prompt, those created by this
+// batch included; the zero Found when it has none.
 func (w *promptWrites) head(tenant, id string) (library.Found, error) {
 	if f, ok := w.heads[promptKey{tenant, id}]; ok {
 		return f, nil
@@ -83,18 +83,18 @@ func (w *promptWrites) head(tenant, id string) (library.Found, error) {
 	return w.known[r], nil
 }
 
-// hashOf returns the hash of one version, created by this batch or before;
-// ok is false when it does not exist.
-func (w *promptWrites) hashOf(tenant, id string, version int) (string, bool, error) {
+// version returns one version, created by this batch or before; ok is
+// false when it does not exist.
+func (w *promptWrites) version(tenant, id string, version int) (library.Found, bool, error) {
 	r := library.Ref{Tenant: tenant, ID: id, Version: version}
-	if h, ok := w.created[r]; ok {
-		return h, true, nil
+	if f, ok := w.created[r]; ok {
+		return f, true, nil
 	}
 	if !w.read[r] {
-		return "", false, errNotLoaded(r)
+		return library.Found{}, false, errNotLoaded(r)
 	}
 	f, ok := w.known[r]
-	return f.Hash, ok, nil
+	return f, ok, nil
 }
 
 // errNotLoaded is a bug: load reads every ref the batch's prompt creates
@@ -120,14 +120,15 @@ func (w *promptWrites) insert(row library.Row) error {
 	if err != nil {
 		return err
 	}
-	w.created[library.Ref{Tenant: p.Tenant, ID: p.ID, Version: p.Version}] = p.Hash
+	made := library.Found{Version: p.Version, Hash: p.Hash, Params: p.Parameters}
+	w.created[library.Ref{Tenant: p.Tenant, ID: p.ID, Version: p.Version}] = made
 	k, top := promptKey{p.Tenant, p.ID}, library.Ref{Tenant: p.Tenant, ID: p.ID}
 	head, ok := w.heads[k]
 	if !ok {
 		head = w.known[top] // load read it
 	}
 	if p.Version > head.Version {
-		head = library.Found{Version: p.Version, Hash: p.Hash}
+		head = made
 	}
 	w.heads[k] = head
 	return nil

@@ -51,13 +51,17 @@ type promptFold struct {
 	dec    map[string]decision
 }
 
-func (f *promptFold) head(string, string) (library.Found, error) {
-	return library.Found{Version: f.top, Hash: f.hashes[f.top]}, nil
+func (f *promptFold) head(tenant, id string) (library.Found, error) {
+	found, _, err := f.version(tenant, id, f.top)
+	return found, err
 }
 
-func (f *promptFold) hashOf(_, _ string, v int) (string, bool, error) {
+func (f *promptFold) version(_, _ string, v int) (library.Found, bool, error) {
 	h, ok := f.hashes[v]
-	return h, ok, nil
+	if !ok {
+		return library.Found{}, false, nil
+	}
+	return library.Found{Version: v, Hash: h, Params: f.made[v].p.Parameters}, true, nil
 }
 
 // labelsOn returns the labels on version, sorted.

@@ -197,6 +197,7 @@ func Compute(consumer string, ds []*bus.Delivery) State {
 		v  int
 	}
 	prompts := map[pkey]PromptRow{}
+	declared := map[pkey]string{} // each version's parameters, as paramsKey gives
 	head := map[string]int{}
 	labels := map[[2]string]LabelRow{}
 	tools := map[string]ToolRow{}
@@ -228,7 +229,7 @@ func Compute(consumer string, ds []*bus.Delivery) State {
 				}
 			default:
 				h := head[p.ID]
-				if h > 0 && prompts[pkey{p.ID, h}].Hash == library.Hash(p.ID, h, p.Content, p.Type) {
+				if h > 0 && prompts[pkey{p.ID, h}].Hash == library.Hash(p.ID, h, p.Content, p.Type) && declared[pkey{p.ID, h}] == paramsKey(p.Parameters) {
 					continue
 				}
 				if h == math.MaxInt32 {
@@ -246,6 +247,7 @@ func Compute(consumer string, ds []*bus.Delivery) State {
 				Description: p.Description, Content: p.Content, Parameters: canonicalJSON(params), Metadata: canonicalJSON(p.Metadata),
 				Tags: tags, Author: p.Author, CreatedAt: o.at, EventID: d.Event.ID(), StreamSeq: int64(d.StreamSeq),
 			}
+			declared[pkey{p.ID, p.Version}] = paramsKey(p.Parameters)
 			head[p.ID] = max(head[p.ID], p.Version)
 		case opLabel:
 			if _, ok := prompts[pkey{o.label.promptID, o.label.version}]; !ok {
@@ -339,6 +341,15 @@ func Compute(consumer string, ds []*bus.Delivery) State {
 	}
 	sort.Slice(s.Health, func(i, j int) bool { return s.Health[i].ToolName < s.Health[j].ToolName })
 	return s
+}
+
+// paramsKey is a declaration as the reference compares two: sorted by
+// name, each parameter's JSON with sorted keys and no zero fields.
+func paramsKey(ps []library.Param) string {
+	sorted := append([]library.Param{}, ps...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	b, _ := json.Marshal(sorted)
+	return canonicalJSON(b)
 }
 
 func nonNil(p []library.Param) []library.Param {

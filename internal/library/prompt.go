@@ -1,12 +1,13 @@
 // Package library is agentq's prompt library: immutable, content-hashed
 // prompt versions (seed 000), their text/template parameters, and labels.
 //
-// A version never changes once stored: the same content again for an
-// existing id and version is a no-op, different content is a version
-// conflict. Labels (production, staging, any other) are the only thing that
-// moves. The indexer (internal/indexer) applies prompt.created and
-// prompt.activated with Store; search (internal/search) reads the rows and
-// renders with Render.
+// A version never changes once stored: the same content, type and
+// parameters again for an existing id and version is a no-op, different
+// content, type or parameters (DiffParams) is a version conflict. Labels
+// (production, staging, any other) are the only thing that moves. The
+// indexer (internal/indexer) applies prompt.created and prompt.activated
+// with Store; search (internal/search) reads the rows and renders with
+// Render.
 package library
 
 import (
@@ -56,8 +57,9 @@ type hashInput struct {
 
 // Hash is a version's content hash (seed 000's ComputeHash): lowercase hex
 // SHA-256 of the JSON of {id, version, content, type}, encoded by Go's
-// encoding/json (which escapes <, > and & in strings: agents computing the
-// hash elsewhere must do the same).
+// encoding/json (which escapes <, > and & in strings, and U+2028 and
+// U+2029 as \u2028 and \u2029: agents computing the hash elsewhere must do
+// the same). The parameters are not hashed: DiffParams compares them.
 func Hash(id string, version int, content, typ string) string {
 	b, err := json.Marshal(hashInput{ID: id, Version: version, Content: content, Type: typ})
 	if err != nil {

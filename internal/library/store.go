@@ -115,10 +115,13 @@ type Ref struct {
 	Version    int
 }
 
-// Found is a version that exists, and its hash.
+// Found is a version that exists, its hash and its parameter
+// declaration: a create of the same content with another declaration is
+// not the same version (DiffParams).
 type Found struct {
 	Version int
 	Hash    string
+	Params  []Param
 }
 
 // Lookup finds the versions refs name, in one query: the map holds those
@@ -135,10 +138,10 @@ func Lookup(ctx context.Context, db DB, refs []Ref) (map[Ref]Found, error) {
 	// Each ref is one backward step of the primary key from its version
 	// (or the top): the first row is the version itself when it exists.
 	rows, err := db.Query(ctx, `
-SELECT u.n, x.version, x.hash
+SELECT u.n, x.version, x.hash, x.parameters
 FROM unnest($1::text[], $2::text[], $3::int[]) WITH ORDINALITY AS u(t, i, v, n)
 CROSS JOIN LATERAL (
-  SELECT p.version, p.hash FROM prompts p
+  SELECT p.version, p.hash, p.parameters FROM prompts p
   WHERE p.tenant_id = u.t AND p.id = u.i AND p.version <= CASE WHEN u.v = 0 THEN 2147483647 ELSE u.v END
   ORDER BY p.version DESC LIMIT 1) x`, tenants, ids, versions)
 	if err != nil {
@@ -148,13 +151,20 @@ CROSS JOIN LATERAL (
 	for rows.Next() {
 		var n int64
 		var f Found
-		if err := rows.Scan(&n, &f.Version, &f.Hash); err != nil {
+		var params []byte
+		if err := rows.Scan(&n, &f.Version, &f.Hash, &params); err != nil {
 			return nil, fmt.Errorf("look up prompt versions: %w", err)
 		}
 		r := refs[n-1]
-		if r.Version == 0 || r.Version == f.Version {
-			out[r] = f
+		if r.Version != 0 && r.Version != f.Version {
+			continue
 		}
+		if len(params) > 0 {
+			if err := json.Unmarshal(params, &f.Params); err != nil {
+				return nil, fmt.Errorf("decode parameters of %s@%d: %w", r.ID, f.Version, err)
+			}
+		}
+		out[r] = f
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("look up prompt versions: %w", err)
