@@ -5,9 +5,10 @@
 // parameters again for an existing id and version is a no-op, different
 // content, type or parameters (DiffParams) is a version conflict. Labels
 // (production, staging, any other) are the only thing that moves. The
-// indexer (internal/indexer) applies prompt.created and prompt.activated
-// with Store; search (internal/search) reads the rows and renders with
-// Render.
+// indexer (internal/indexer) applies prompt.created and prompt.activated,
+// keeping each prompt's log in stream order here (QueueLog, ReadLog,
+// Versions, ReplaceLabels); search (internal/search) reads the rows and
+// renders with Render.
 package library
 
 import (
