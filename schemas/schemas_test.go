@@ -585,3 +585,18 @@ func BenchmarkValidateToolExecuted(b *testing.B) {
 		}
 	}
 }
+
+func TestDocument(t *testing.T) {
+	b, err := Document("agentq.tool.executed.v1")
+	require.NoError(t, err)
+	want, err := os.ReadFile("tool.executed.v1.json")
+	require.NoError(t, err)
+	require.Equal(t, want, b)
+	b, err = Document("agentq.prompts.list.request.v1")
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"cursor"`)
+	for _, name := range []string{"agentq.tool.exploded.v1", "tool.executed", "agentq.tool.executed.v2"} {
+		_, err := Document(name)
+		require.ErrorIs(t, err, ErrUnknownType, name)
+	}
+}
