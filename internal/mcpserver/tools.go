@@ -154,4 +154,3 @@ func (s *Server) request(ctx context.Context, c call, schema, prefix string, res
 	}
 	return nil
 }
-
