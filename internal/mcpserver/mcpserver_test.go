@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
@@ -114,6 +115,30 @@ func TestMCP(t *testing.T) {
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, st) })
 	t.Run("ReadOnly", func(t *testing.T) { testReadOnly(t, st) })
 	t.Run("HTTP", func(t *testing.T) { testHTTP(t, st) })
+	t.Run("Unreachable", func(t *testing.T) { testUnreachable(t, st) })
+}
+
+// With its NATS connection down the server answers at once that agentq
+// cannot be reached, rather than wait out a timeout.
+func testUnreachable(t *testing.T, st *stack) {
+	nc, err := nats.Connect(st.n.URL)
+	require.NoError(t, err)
+	s, err := mcpserver.New(mcpserver.Options{NC: nc, Registry: st.reg, Tenant: testenv.Tenant(t)})
+	require.NoError(t, err)
+	nc.Close()
+	ct, sst := mcp.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := s.MCP().Connect(ctx, sst, nil)
+	require.NoError(t, err)
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).Connect(ctx, ct, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+	// (A call that waited would say it timed out.)
+	_, errText := callTool(t, cs, "prompt_search", map[string]any{"query": "x"})
+	require.Equal(t, "agentq is not reachable: the MCP server is not connected to agentq's NATS server. Make sure agentq is running (make dev runs it), then retry.", errText)
+	_, err = cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "x"})
+	require.ErrorContains(t, err, "agentq is not reachable")
 }
 
 // The read tools answer exactly what the NATS calls they stand for

@@ -176,6 +176,9 @@ func argNames(params []library.Param) string {
 // caused (an unknown prompt, arguments that do not render) is invalid
 // params, anything else an internal error, each with the explanation.
 func (s *Server) callService(ctx context.Context, subject string, req, resp any) error {
+	if err := s.reachable(); err != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
 	err := service.Call(ctx, s.opts.NC, subject, req, resp)

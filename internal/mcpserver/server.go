@@ -172,3 +172,13 @@ func (s *Server) tenant(extra *mcp.RequestExtra) (string, error) {
 	}
 	return "", errNoTenant
 }
+
+// reachable fails at once, with what to do, while the connection to
+// agentq's NATS is down (agentq not started yet, or restarting), rather
+// than let a call wait out its timeout.
+func (s *Server) reachable() error {
+	if s.opts.NC.IsConnected() {
+		return nil
+	}
+	return actionable("agentq is not reachable: the MCP server is not connected to agentq's NATS server. Make sure agentq is running (make dev runs it), then retry.")
+}

@@ -51,6 +51,9 @@ func addTool[In, Out any](s *Server, contract string, t *mcp.Tool, h func(ctx co
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage("{}")
 		}
+		if err := s.reachable(); err != nil {
+			return nil, zero, err
+		}
 		out, err := h(ctx, call{tenant: tenant, args: args}, in)
 		s.log.Debug().Str("tool", t.Name).Str("tenant", tenant).Dur("took", time.Since(start)).Bool("is_error", err != nil).Msg("tool call")
 		if err != nil {
