@@ -42,7 +42,7 @@ type stack struct {
 
 // newStack starts the stack; the tests of this package share one, each
 // with tenants of its own.
-func newStack(t *testing.T) *stack {
+func newStack(t testing.TB) *stack {
 	t.Helper()
 	n := testenv.StartNATS(t)
 	cfg := testenv.Config(t, n.URL)
@@ -56,7 +56,7 @@ func newStack(t *testing.T) *stack {
 
 // server returns an MCP server over the stack and a client session on it
 // through the SDK's in-memory transport.
-func (st *stack) client(t *testing.T, opts mcpserver.Options) *mcp.ClientSession {
+func (st *stack) client(t testing.TB, opts mcpserver.Options) *mcp.ClientSession {
 	t.Helper()
 	opts.NC, opts.Registry = st.n.NC, st.reg
 	s, err := mcpserver.New(opts)
@@ -75,7 +75,7 @@ func (st *stack) client(t *testing.T, opts mcpserver.Options) *mcp.ClientSession
 
 // callTool calls a tool and returns its result's structured content as
 // JSON-decoded values, or the text of its error.
-func callTool(t *testing.T, cs *mcp.ClientSession, name string, args any) (out any, toolErr string) {
+func callTool(t testing.TB, cs *mcp.ClientSession, name string, args any) (out any, toolErr string) {
 	t.Helper()
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
 	require.NoError(t, err, "%s: a protocol error", name)
@@ -87,7 +87,7 @@ func callTool(t *testing.T, cs *mcp.ClientSession, name string, args any) (out a
 }
 
 // normal is v after a JSON round trip, to compare values from anywhere.
-func normal(t *testing.T, v any) any {
+func normal(t testing.TB, v any) any {
 	t.Helper()
 	b, err := json.Marshal(v)
 	require.NoError(t, err)

@@ -2,10 +2,10 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentq/agentq/internal/search"
@@ -63,69 +63,96 @@ func addTool[In, Out any](s *Server, contract string, t *mcp.Tool, h func(ctx co
 	})
 }
 
+// relay is a read tool that stands for one request/reply call: its
+// arguments are the request, its result the reply.
+type relay struct {
+	tool              mcp.Tool
+	request, response string // contract names
+	prefix            string // subject prefix; the tenant is the last token
+	required          string // the reply's member that is always there
+}
+
+// addRelay registers r. The arguments are checked against the request's
+// contract schema (its cross-field rules included) and sent as they came;
+// the reply is the result as it came, structured and as text. Nothing is
+// decoded or encoded on the way: the reply's own schema is the tool's
+// output schema, and the indexer's replies are held to it by its tests.
+// (mcp.AddTool would decode, re-encode and validate every reply, which
+// cost more than half a millisecond a search.)
+func (s *Server) addRelay(r relay) error {
+	in, err := inputSchema(r.request, nil)
+	if err != nil {
+		return err
+	}
+	out, err := outputSchema(r.response, r.required)
+	if err != nil {
+		return err
+	}
+	t := r.tool
+	t.Annotations, t.InputSchema, t.OutputSchema = readOnly, in, out
+	s.mcp.AddTool(&t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		start := time.Now()
+		var reply json.RawMessage
+		err := s.relayCall(ctx, req, r, &reply)
+		s.log.Debug().Str("tool", t.Name).Dur("took", time.Since(start)).Bool("is_error", err != nil).Msg("tool call")
+		if err != nil {
+			return toolResult(err), nil
+		}
+		return &mcp.CallToolResult{StructuredContent: reply, Content: []mcp.Content{&mcp.TextContent{Text: string(reply)}}}, nil
+	})
+	return nil
+}
+
+func (s *Server) relayCall(ctx context.Context, req *mcp.CallToolRequest, r relay, reply *json.RawMessage) error {
+	tenant, err := s.tenant(req.Extra)
+	if err != nil {
+		return actionable("%v", err)
+	}
+	if err := s.reachable(); err != nil {
+		return err
+	}
+	args := req.Params.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	return s.request(ctx, call{tenant: tenant, args: args}, r.request, r.prefix, reply)
+}
+
+// toolResult is err as a tool error: the agent reads what to do.
+func toolResult(err error) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+}
+
 // readOnly marks a tool that changes nothing.
 var readOnly = &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: new(false)}
 
 func (s *Server) addTools() error {
-	schemasOf := func(in, out string, required ...string) (*jsonschema.Schema, *jsonschema.Schema, error) {
-		i, err := inputSchema(in, nil)
-		if err != nil {
-			return nil, nil, err
+	for _, r := range []relay{
+		{tool: mcp.Tool{Name: "prompt_search", Title: "Search prompts",
+			Description: "Find prompts in agentq's library (this tenant's and the shared ones) by what they should do, in plain language: " +
+				"by meaning and by words, ranked by how well each has worked, how recent and how used it is. " +
+				"Each result is a prompt version with its score and the components of the score; with params, each is rendered too. " +
+				"retrieval.degraded says when search fell back to words alone. Get one with prompt_get."},
+			request: promptsSearchRequest, response: promptsSearchResponse, prefix: search.PromptsSubject, required: "results"},
+		{tool: mcp.Tool{Name: "prompt_get", Title: "Get a prompt",
+			Description: "Get one prompt version by id: by default the version labelled production, else the latest; or name a version or a label (not both). " +
+				"With params, rendered is the content with the parameters filled in (parameters left out take their defaults); " +
+				"without, rendered is there when the prompt needs no parameter. Use content_hash, or id and version, in feedback_submit."},
+			request: getRequest, response: getResponse, prefix: search.GetSubject, required: "prompt"},
+		{tool: mcp.Tool{Name: "prompt_list", Title: "List prompts",
+			Description: "List the prompts in agentq's library (this tenant's and the shared ones) by id, a page at a time, each in the version prompt_get returns by default, without its content. " +
+				"Pass next_cursor as cursor for the next page. To find prompts by what they do, prompt_search is better."},
+			request: listRequest, response: listResponse, prefix: search.ListSubject, required: "prompts"},
+		{tool: mcp.Tool{Name: "tool_search", Title: "Search tools",
+			Description: "Find tools in agentq's registry (this tenant's and the shared ones) by what they should do, in plain language, ranked by relevance and by how well each has worked. " +
+				"Tools agentq has quarantined for failing are never returned; each result carries its health state and quality score. " +
+				"After calling a tool, report the outcome with tool_report."},
+			request: toolsSearchRequest, response: toolsSearchResponse, prefix: search.ToolsSubject, required: "results"},
+	} {
+		if err := s.addRelay(r); err != nil {
+			return err
 		}
-		o, err := outputSchema(out, required...)
-		return i, o, err
 	}
-	in, out, err := schemasOf(promptsSearchRequest, promptsSearchResponse, "results")
-	if err != nil {
-		return err
-	}
-	addTool(s, promptsSearchRequest, &mcp.Tool{Name: "prompt_search", Title: "Search prompts", Annotations: readOnly, InputSchema: in, OutputSchema: out,
-		Description: "Find prompts in agentq's library (this tenant's and the shared ones) by what they should do, in plain language: " +
-			"by meaning and by words, ranked by how well each has worked, how recent and how used it is. " +
-			"Each result is a prompt version with its score and the components of the score; with params, each is rendered too. " +
-			"retrieval.degraded says when search fell back to words alone. Get one with prompt_get."},
-		func(ctx context.Context, c call, _ search.PromptsRequest) (search.PromptsResponse, error) {
-			var resp search.PromptsResponse
-			return resp, s.request(ctx, c, promptsSearchRequest, search.PromptsSubject, &resp)
-		})
-
-	in, out, err = schemasOf(getRequest, getResponse, "prompt")
-	if err != nil {
-		return err
-	}
-	addTool(s, getRequest, &mcp.Tool{Name: "prompt_get", Title: "Get a prompt", Annotations: readOnly, InputSchema: in, OutputSchema: out,
-		Description: "Get one prompt version by id: by default the version labelled production, else the latest; or name a version or a label (not both). " +
-			"With params, rendered is the content with the parameters filled in (parameters left out take their defaults); " +
-			"without, rendered is there when the prompt needs no parameter. Use content_hash, or id and version, in feedback_submit."},
-		func(ctx context.Context, c call, _ search.GetRequest) (search.GetResponse, error) {
-			var resp search.GetResponse
-			return resp, s.request(ctx, c, getRequest, search.GetSubject, &resp)
-		})
-
-	in, out, err = schemasOf(listRequest, listResponse, "prompts")
-	if err != nil {
-		return err
-	}
-	addTool(s, listRequest, &mcp.Tool{Name: "prompt_list", Title: "List prompts", Annotations: readOnly, InputSchema: in, OutputSchema: out,
-		Description: "List the prompts in agentq's library (this tenant's and the shared ones) by id, a page at a time, each in the version prompt_get returns by default, without its content. " +
-			"Pass next_cursor as cursor for the next page. To find prompts by what they do, prompt_search is better."},
-		func(ctx context.Context, c call, _ search.ListRequest) (search.ListResponse, error) {
-			var resp search.ListResponse
-			return resp, s.request(ctx, c, listRequest, search.ListSubject, &resp)
-		})
-
-	in, out, err = schemasOf(toolsSearchRequest, toolsSearchResponse, "results")
-	if err != nil {
-		return err
-	}
-	addTool(s, toolsSearchRequest, &mcp.Tool{Name: "tool_search", Title: "Search tools", Annotations: readOnly, InputSchema: in, OutputSchema: out,
-		Description: "Find tools in agentq's registry (this tenant's and the shared ones) by what they should do, in plain language, ranked by relevance and by how well each has worked. " +
-			"Tools agentq has quarantined for failing are never returned; each result carries its health state and quality score. " +
-			"After calling a tool, report the outcome with tool_report."},
-		func(ctx context.Context, c call, _ search.ToolsRequest) (search.ToolsResponse, error) {
-			var resp search.ToolsResponse
-			return resp, s.request(ctx, c, toolsSearchRequest, search.ToolsSubject, &resp)
-		})
 
 	addTool(s, "", &mcp.Tool{Name: "tool_health", Title: "Tool health", Annotations: readOnly,
 		Description: "The tools agentq's degrader has flagged: degraded (failing more than usual: prefer another tool), quarantined (hidden from tool_search: do not call it until it is released or the quarantine ends) " +
@@ -150,7 +177,7 @@ func (s *Server) request(ctx context.Context, c call, schema, prefix string, res
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
 	if err := service.Call(ctx, s.opts.NC, subject, c.args, resp); err != nil {
-		if _, ok := err.(*service.Error); !ok {
+		if se := (*service.Error)(nil); !errors.As(err, &se) {
 			s.log.Warn().Err(err).Str("subject", subject).Msg("agentq call failed")
 		}
 		return explain(err, subject)
