@@ -2,8 +2,8 @@ package mcpserver
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
