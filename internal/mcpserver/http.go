@@ -29,7 +29,12 @@ func (s *Server) HTTPHandler(tokens Tenants) (http.Handler, error) {
 		return nil, errors.New("mcpserver: HTTPHandler needs the tokens")
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp },
-		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true,
+			// The SDK refuses requests that reach a loopback address under
+			// another host name (DNS rebinding), which also refuses a
+			// reverse proxy on the same machine. Every request here needs a
+			// bearer token, which a rebinding page cannot have.
+			DisableLocalhostProtection: true})
 	verify := func(_ context.Context, token string, _ *http.Request) (*mcpauth.TokenInfo, error) {
 		tenant, err := tokens.Tenant(token)
 		if err != nil {

@@ -77,8 +77,8 @@ type relay struct {
 // the reply is the result as it came, structured and as text. Nothing is
 // decoded or encoded on the way: the reply's own schema is the tool's
 // output schema, and the indexer's replies are held to it by its tests.
-// (mcp.AddTool would decode, re-encode and validate every reply, which
-// cost more than half a millisecond a search.)
+// (mcp.AddTool would decode, re-encode and validate every reply: 0.6 ms
+// more CPU a search, measured by BenchmarkPromptSearch.)
 func (s *Server) addRelay(r relay) error {
 	in, err := inputSchema(r.request, nil)
 	if err != nil {
