@@ -136,7 +136,7 @@ func (s *Server) publisher(typ string) func(context.Context, call, map[string]an
 		ack, err := s.pub.Publish(ctx, ev)
 		if err != nil {
 			s.log.Warn().Err(err).Str("subject", subject).Msg("publish failed")
-			return Published{}, actionable("agentq did not take the event (%v). Retry with the same event_id: %s", err, ev.ID())
+			return Published{}, actionable("agentq did not take the event (%v). Retry with the same event_id, %s, so it is counted once.", err, ev.ID())
 		}
 		return Published{EventID: ev.ID(), Type: typ, Subject: subject, Duplicate: ack.Duplicate, Sequence: ack.Sequence}, nil
 	}
