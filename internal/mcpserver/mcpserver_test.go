@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -366,7 +367,7 @@ func normalTimes(t *testing.T, m map[string]any) map[string]any {
 }
 
 // lastEvent is the last event on subject in the stream.
-func lastEvent(t *testing.T, st *stack, subject string) eventView {
+func lastEvent(t *testing.T, st *stack, subject string) event.Event {
 	t.Helper()
 	s, err := st.n.JS.Stream(context.Background(), bus.StreamName)
 	require.NoError(t, err)
@@ -374,17 +375,8 @@ func lastEvent(t *testing.T, st *stack, subject string) eventView {
 	require.NoError(t, err)
 	ev, err := bus.Decode(m.Header, m.Data)
 	require.NoError(t, err)
-	return eventView{id: ev.ID(), data: ev.Data()}
+	return ev
 }
-
-type eventView struct {
-	id   string
-	data []byte
-}
-
-func (e eventView) ID() string     { return e.id }
-func (e eventView) Data() []byte   { return e.data }
-func (e eventView) String() string { return e.id + " " + string(e.data) }
 
 // feedback_submit publishes feedback.submitted as given.
 func testFeedback(t *testing.T, st *stack) {
