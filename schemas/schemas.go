@@ -280,6 +280,22 @@ func URL(eventType string) string {
 	return baseURL + name + ".json"
 }
 
+// Document returns the schema file of eventType (or of a message name such
+// as agentq.search.prompts.request.v1) as it is embedded, for those that
+// publish the contract, such as the MCP server's tool descriptions. The
+// error wraps ErrUnknownType when there is none.
+func Document(eventType string) ([]byte, error) {
+	u := URL(eventType)
+	if u == "" {
+		return nil, fmt.Errorf("%w %q", ErrUnknownType, eventType)
+	}
+	b, err := files.ReadFile(strings.TrimPrefix(u, baseURL))
+	if err != nil {
+		return nil, fmt.Errorf("%w %q", ErrUnknownType, eventType)
+	}
+	return b, nil
+}
+
 // ValidationError reports why event data does not match its schema.
 type ValidationError struct {
 	// Type is the CloudEvents type the data was validated against.

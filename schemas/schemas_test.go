@@ -90,6 +90,10 @@ var invalidWant = map[string]string{
 	"prompts.get.response.v1.invalid-missing-prompt.json":                    "/prompt or /error: missing",
 	"prompts.get.response.v1.invalid-error-and-prompt.json":                  "/prompt: not allowed here; /rendered: not allowed here",
 	"prompts.get.response.v1.invalid-prompt-unknown-field.json":              "/prompt/body: not allowed",
+	"prompts.list.request.v1.invalid-limit-out-of-range.json":                "/limit",
+	"prompts.list.request.v1.invalid-bad-cursor.json":                        "/cursor",
+	"prompts.list.response.v1.invalid-prompt-with-content.json":              "/prompts/0/content: not allowed",
+	"prompts.list.response.v1.invalid-error-and-prompts.json":                "/prompts: not allowed here",
 	"quality.changed.v1.invalid-missing-quality-score.json":                  "/quality_score: missing",
 	"quality.changed.v1.invalid-negative-total-calls.json":                   "/total_calls",
 	"quality.changed.v1.invalid-state-version-zero.json":                     "/state_version",
@@ -220,6 +224,7 @@ func TestLoad(t *testing.T) {
 	}
 	require.Equal(t, []string{
 		"agentq.prompts.get.request.v1", "agentq.prompts.get.response.v1",
+		"agentq.prompts.list.request.v1", "agentq.prompts.list.response.v1",
 		"agentq.search.prompts.request.v1", "agentq.search.prompts.response.v1",
 		"agentq.search.tools.request.v1", "agentq.search.tools.response.v1",
 	}, messages)
@@ -241,7 +246,7 @@ func TestLoad(t *testing.T) {
 func TestSharedDefsAgree(t *testing.T) {
 	seen := map[string]any{}
 	from := map[string]string{}
-	files := []string{"search.prompts.response.v1.json", "search.tools.response.v1.json", "prompts.get.response.v1.json"}
+	files := []string{"search.prompts.response.v1.json", "search.tools.response.v1.json", "prompts.get.response.v1.json", "prompts.list.response.v1.json"}
 	for _, file := range files {
 		defs, ok := readJSON(t, file)["$defs"].(map[string]any)
 		require.True(t, ok, "%s: no $defs", file)
@@ -578,5 +583,20 @@ func BenchmarkValidateToolExecuted(b *testing.B) {
 		if err := r.Validate("agentq.tool.executed.v1", data); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestDocument(t *testing.T) {
+	b, err := Document("agentq.tool.executed.v1")
+	require.NoError(t, err)
+	want, err := os.ReadFile("tool.executed.v1.json")
+	require.NoError(t, err)
+	require.Equal(t, want, b)
+	b, err = Document("agentq.prompts.list.request.v1")
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"cursor"`)
+	for _, name := range []string{"agentq.tool.exploded.v1", "tool.executed", "agentq.tool.executed.v2"} {
+		_, err := Document(name)
+		require.ErrorIs(t, err, ErrUnknownType, name)
 	}
 }

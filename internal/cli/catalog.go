@@ -10,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/agentq/agentq/internal/answer"
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/indexer"
@@ -57,14 +57,6 @@ func duplicateWindow(ctx context.Context, js jetstream.JetStream) (time.Duration
 
 // --- answers: the indexer's results, matched by causationid ---
 
-// answer is the indexer's result for one event.
-type answer struct {
-	typ  string          // agentq.prompt.indexed.v1, agentq.tool.indexed.v1 or agentq.indexer.rejected.v1
-	data json.RawMessage // the result's data
-	id   string          // the result's id
-	at   time.Time       // the result's time
-}
-
 // indexed is the data of prompt.indexed and tool.indexed that the commands
 // show.
 type indexed struct {
@@ -80,99 +72,6 @@ type indexed struct {
 type rejected struct {
 	ReasonCode string `json:"reason_code"`
 	Reason     string `json:"reason"`
-}
-
-// answers follows a tenant's result subjects on stream AGENTQ and keeps
-// the results caused by the awaited events. It reads the stream, not a
-// core NATS subscription: the answer to an event whose publish JetStream
-// dropped as a duplicate was published before the command started.
-type answers struct {
-	mu      sync.Mutex
-	await   map[string]bool
-	got     map[string]answer
-	changed chan struct{} // a token after every new answer
-	cc      jetstream.ConsumeContext
-}
-
-// followAnswers starts reading subjects from the stream at start (an
-// ordered consumer: no state left on the server) and keeps the results
-// whose causationid is one of await.
-func followAnswers(ctx context.Context, js jetstream.JetStream, subjects []string, start jetstream.OrderedConsumerConfig, await []string) (*answers, error) {
-	a := &answers{await: map[string]bool{}, got: map[string]answer{}, changed: make(chan struct{}, 1)}
-	for _, id := range await {
-		a.await[id] = true
-	}
-	start.FilterSubjects = subjects
-	cons, err := js.OrderedConsumer(ctx, bus.StreamName, start)
-	if err != nil {
-		return nil, fmt.Errorf("follow %s: %w", strings.Join(subjects, " "), err)
-	}
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		ev, err := bus.Decode(m.Headers(), m.Data())
-		if err != nil {
-			return // not agentq's: nothing we wait for
-		}
-		cause := bus.Causation(ev)
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if !a.await[cause] {
-			return
-		}
-		if _, seen := a.got[cause]; seen {
-			return // a republished result: the first one counts
-		}
-		a.got[cause] = answer{typ: ev.Type(), data: ev.Data(), id: ev.ID(), at: ev.Time()}
-		select {
-		case a.changed <- struct{}{}:
-		default:
-		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("follow %s: %w", strings.Join(subjects, " "), err)
-	}
-	a.cc = cc
-	return a, nil
-}
-
-// stop ends the reading.
-func (a *answers) stop() { a.cc.Stop() }
-
-// count returns how many awaited events have an answer.
-func (a *answers) count() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.got)
-}
-
-// get returns the answer to event id, if any.
-func (a *answers) get(id string) (answer, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	ans, ok := a.got[id]
-	return ans, ok
-}
-
-// wait returns when every awaited event has an answer, timeout has passed
-// or ctx ends; progress is called after every new answer.
-func (a *answers) wait(ctx context.Context, timeout time.Duration, progress func(answered int)) {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for {
-		n := a.count()
-		if progress != nil {
-			progress(n)
-		}
-		if n == len(a.await) {
-			return
-		}
-		select {
-		case <-a.changed:
-		case <-t.C:
-			return
-		case <-ctx.Done():
-			return
-		}
-	}
 }
 
 // --- publishing a catalog: prompt seed and tool register ---
@@ -259,12 +158,12 @@ func publishCatalog(ctx context.Context, e Env, cfg config.Config, c catalog, te
 	// after its original, which is at most one window old; the extra
 	// window absorbs clock skew between this machine and the server.
 	since := time.Unix(0, (bucket-1)*int64(window)).Add(-time.Minute)
-	ans, err := followAnswers(ctx, js, []string{okSubject, rejSubject},
+	ans, err := answer.Follow(ctx, js, []string{okSubject, rejSubject},
 		jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &since}, ids)
 	if err != nil {
 		return err
 	}
-	defer ans.stop()
+	defer ans.Stop()
 	warnIfNoIndexer(ctx, e, js)
 
 	prog := newProgress(e.Stderr, len(ens), c.noun)
@@ -290,7 +189,7 @@ func publishCatalog(ctx context.Context, e Env, cfg config.Config, c catalog, te
 		prog.published(i + 1)
 	}
 	prog.waiting(timeout)
-	ans.wait(ctx, timeout, prog.answered)
+	ans.Wait(ctx, timeout, prog.answered)
 	prog.done()
 
 	rep := catalogReport{Tenant: tenant}
@@ -304,7 +203,7 @@ func publishCatalog(ctx context.Context, e Env, cfg config.Config, c catalog, te
 		} else {
 			it.ToolName = en.str("name")
 		}
-		if a, ok := ans.get(ids[i]); ok {
+		if a, ok := ans.Get(ids[i]); ok {
 			applyAnswer(&it, a)
 		}
 		if it.Duplicate && (it.Outcome == outcomeCreated || it.Outcome == outcomeUnchanged) {
@@ -342,15 +241,15 @@ func publishCatalog(ctx context.Context, e Env, cfg config.Config, c catalog, te
 }
 
 // applyAnswer fills it from the indexer's answer.
-func applyAnswer(it *catalogItem, a answer) {
-	if a.typ == indexer.TypeRejected {
+func applyAnswer(it *catalogItem, a answer.Answer) {
+	if a.Type == indexer.TypeRejected {
 		var r rejected
-		_ = json.Unmarshal(a.data, &r)
+		_ = json.Unmarshal(a.Data, &r)
 		it.Outcome, it.ReasonCode, it.Reason = outcomeRejected, r.ReasonCode, r.Reason
 		return
 	}
 	var d indexed
-	_ = json.Unmarshal(a.data, &d)
+	_ = json.Unmarshal(a.Data, &d)
 	it.Outcome = outcomeCreated
 	if d.Outcome == outcomeUnchanged {
 		it.Outcome = outcomeUnchanged

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/agentq/agentq/internal/answer"
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/database"
@@ -293,15 +294,15 @@ func runToolRelease(ctx context.Context, e Env, cfg config.Config, args []string
 		return err
 	}
 	defer nc.Close()
-	got, err := awaitAnswer(ctx, js, reg, ev, health.TypeToolRecovered, health.TypeRejected, *timeout)
+	got, err := answer.Await(ctx, js, reg, ev, health.TypeToolRecovered, health.TypeRejected, *timeout)
 	if err != nil {
 		return err
 	}
 	if got == nil {
 		return fmt.Errorf("no answer from the degrader within %s to tool.released %s: is the degrader running (`make dev` runs it)?", *timeout, ev.ID())
 	}
-	a := alertLine{Time: got.at, Tenant: *tenant, Type: got.typ, ID: got.id, Cause: ev.ID()}
-	_ = json.Unmarshal(got.data, &a.Data)
+	a := alertLine{Time: got.At, Tenant: *tenant, Type: got.Type, ID: got.ID, Cause: ev.ID()}
+	_ = json.Unmarshal(got.Data, &a.Data)
 	if *asJSON {
 		if err := writeJSON(e.Stdout, a); err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/agentq/agentq/internal/answer"
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/indexer"
@@ -302,14 +303,14 @@ func runPromptActivate(ctx context.Context, e Env, cfg config.Config, args []str
 	switch {
 	case a == nil:
 		failure = fmt.Errorf("no answer from the indexer within %s to prompt.activated %s: is the indexer running (`make dev` runs it)? `agentq dlq --consumer indexer` lists what it could not process", *timeout, ev.ID())
-	case a.typ == indexer.TypeRejected:
+	case a.Type == indexer.TypeRejected:
 		var r rejected
-		_ = json.Unmarshal(a.data, &r)
+		_ = json.Unmarshal(a.Data, &r)
 		out.Outcome, out.ReasonCode, out.Reason = outcomeRejected, r.ReasonCode, r.Reason
 		failure = fmt.Errorf("rejected: %s: %s", r.ReasonCode, oneLineText(r.Reason))
 	default:
 		var d indexed
-		_ = json.Unmarshal(a.data, &d)
+		_ = json.Unmarshal(a.Data, &d)
 		out.Outcome, out.Labels = "activated", d.Labels
 	}
 	if *asJSON {
@@ -324,39 +325,7 @@ func runPromptActivate(ctx context.Context, e Env, cfg config.Config, args []str
 
 // awaitOne publishes ev and waits up to timeout for its answer of type
 // okType or indexer.rejected; it returns nil when none came.
-func awaitOne(ctx context.Context, e Env, js jetstream.JetStream, reg *schemas.Registry, ev event.Event, okType string, timeout time.Duration) (*answer, error) {
+func awaitOne(ctx context.Context, e Env, js jetstream.JetStream, reg *schemas.Registry, ev event.Event, okType string, timeout time.Duration) (*answer.Answer, error) {
 	warnIfNoIndexer(ctx, e, js)
-	return awaitAnswer(ctx, js, reg, ev, okType, indexer.TypeRejected, timeout)
-}
-
-// awaitAnswer publishes ev and waits up to timeout for its answer, of type
-// okType or rejType; it returns nil when none came.
-func awaitAnswer(ctx context.Context, js jetstream.JetStream, reg *schemas.Registry, ev event.Event, okType, rejType string, timeout time.Duration) (*answer, error) {
-	tenant := bus.Tenant(ev)
-	okSubject, _ := bus.SubjectFor(okType, tenant)
-	rejSubject, _ := bus.SubjectFor(rejType, tenant)
-	s, err := js.Stream(ctx, bus.StreamName)
-	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w", bus.StreamName, err)
-	}
-	// The event is new (a fresh id): its answer comes after the stream's
-	// current last message. Starting there needs no clock.
-	start := s.CachedInfo().State.LastSeq + 1
-	ans, err := followAnswers(ctx, js, []string{okSubject, rejSubject},
-		jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start}, []string{ev.ID()})
-	if err != nil {
-		return nil, err
-	}
-	defer ans.stop()
-	if _, err := bus.NewPublisher(js, reg).Publish(ctx, ev); err != nil {
-		return nil, err
-	}
-	ans.wait(ctx, timeout, nil)
-	if a, ok := ans.get(ev.ID()); ok {
-		return &a, nil
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return nil, nil
+	return answer.Await(ctx, js, reg, ev, okType, indexer.TypeRejected, timeout)
 }

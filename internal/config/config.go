@@ -148,6 +148,7 @@ type Config struct {
 	Search            Search        // AGENTQ_SEARCH_*
 	IndexerWriters    int           // AGENTQ_INDEXER_WRITERS
 	TokenFile         string        // AGENTQ_TOKEN_FILE: see internal/auth
+	MCPReadOnly       bool          // AGENTQ_MCP_READ_ONLY: agentq mcp offers no write tools
 }
 
 // Var documents one environment variable.
@@ -204,6 +205,7 @@ var Vars = []Var{
 	{"AGENTQ_ALERT_WEBHOOK_TIMEOUT", "10s", "longest one webhook POST may take"},
 	{"AGENTQ_ALERT_WEBHOOK_GIVE_UP", "24h", "how long an alert is retried while an endpoint fails, before it is dead-lettered"},
 	{"AGENTQ_TOKEN_FILE", "", "bearer tokens of the HTTP ways in (MCP over HTTP, ingest), a `tenant token` line each, the token plain or as sha256:HEX (`agentq token new`); reloaded when it changes; empty: those endpoints refuse every request"},
+	{"AGENTQ_MCP_READ_ONLY", "false", "agentq mcp offers only the tools that read (search, get, list, tool health): prompt_create, tool_report and feedback_submit are neither listed nor callable"},
 	{"AGENTQ_RATER_TIMEOUT", "5s", "longest one rating call may take, retries included"},
 	{"AGENTQ_RATER_CONCURRENCY", "16", "ratings in flight at once per batch"},
 	{"AGENTQ_RATER_SAMPLE", "1", "share of events rated, 0..1, chosen by a hash of the event id (replays and copies agree)"},
@@ -346,6 +348,7 @@ func Load(getenv func(string) string) (Config, error) {
 		InboxRetention:    dur("AGENTQ_INBOX_RETENTION"),
 		IndexerWriters:    num("AGENTQ_INDEXER_WRITERS"),
 		TokenFile:         get("AGENTQ_TOKEN_FILE"),
+		MCPReadOnly:       boolean("AGENTQ_MCP_READ_ONLY"),
 		RelayInterval:     dur("AGENTQ_OUTBOX_RELAY_INTERVAL"),
 		RelayMinAge:       dur("AGENTQ_OUTBOX_RELAY_MIN_AGE"),
 		DataDir:           get("AGENTQ_DATA_DIR"),

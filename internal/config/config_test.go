@@ -299,3 +299,14 @@ func TestLab(t *testing.T) {
 	_, err = config.Load(env(map[string]string{"AGENTQ_LAB_MAX_REPETITIONS": "21"}))
 	require.ErrorContains(t, err, "AGENTQ_LAB_MAX_REPETITIONS 21: want 1..20")
 }
+
+func TestMCPReadOnly(t *testing.T) {
+	cfg, err := config.Load(env(nil))
+	require.NoError(t, err)
+	require.False(t, cfg.MCPReadOnly, "write tools are offered unless turned off")
+	cfg, err = config.Load(env(map[string]string{"AGENTQ_MCP_READ_ONLY": "true"}))
+	require.NoError(t, err)
+	require.True(t, cfg.MCPReadOnly)
+	_, err = config.Load(env(map[string]string{"AGENTQ_MCP_READ_ONLY": "sometimes"}))
+	require.ErrorContains(t, err, `AGENTQ_MCP_READ_ONLY: "sometimes" is not true or false`)
+}

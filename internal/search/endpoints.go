@@ -12,9 +12,11 @@ const (
 	PromptsSubject = "search.prompts"
 	ToolsSubject   = "search.tools"
 	GetSubject     = "prompts.get"
+	ListSubject    = "prompts.list"
 )
 
-// Register adds search.prompts.*, search.tools.* and prompts.get.* to svc.
+// Register adds search.prompts.*, search.tools.*, prompts.get.* and
+// prompts.list.* to svc.
 // Requests are validated against their schemas when svc has a Validator;
 // the handlers check them again, so a service without one still answers
 // bad_request, never a timeout.
@@ -26,6 +28,7 @@ func (s *Searcher) Register(svc *service.Service) error {
 		{"search-prompts", PromptsSubject, "agentq.search.prompts.request.v1", handle(s.Prompts)},
 		{"search-tools", ToolsSubject, "agentq.search.tools.request.v1", handle(s.Tools)},
 		{"prompts-get", GetSubject, "agentq.prompts.get.request.v1", handle(s.Get)},
+		{"prompts-list", ListSubject, "agentq.prompts.list.request.v1", handle(s.List)},
 	} {
 		if err := svc.AddEndpoint(ep.name, ep.subject, ep.schema, ep.h); err != nil {
 			return err
