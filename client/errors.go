@@ -30,7 +30,7 @@ type Problem struct {
 	// Field is the JSON pointer of the offending value, e.g. /tool_name
 	// or /test_queries/0/query; "/" is the data object itself. Several
 	// fields can share one problem: "/prompt_hash or /prompt_id and
-	// /version".
+	// /version". A CloudEvents attribute is named without a slash: id.
 	Field string
 	// Message says what is wrong, e.g. "missing" or "got 2, want <= 1".
 	Message string
@@ -77,10 +77,10 @@ func (e *RefusedError) Error() string {
 func (e *RefusedError) Unwrap() error { return e.err }
 
 // TimeoutError is a call that got no answer in time: an event whose
-// JetStream ack did not come within Config.AckTimeout (it may have been
-// stored: publishing it again with the same id is safe, JetStream drops
-// the duplicate), or a request whose reply did not come before its
-// deadline.
+// JetStream ack did not come within Config.AckTimeout, or whose ack was
+// lost with the connection (it may have been stored: publishing it again
+// with the same id is safe, JetStream drops the duplicate), or a request
+// whose reply did not come before its deadline.
 type TimeoutError struct {
 	// Op is what timed out: "publish <type> <id>", "search.prompts",
 	// "prompts.get <id>", ...
@@ -90,6 +90,9 @@ type TimeoutError struct {
 }
 
 func (e *TimeoutError) Error() string {
+	if e.After == 0 {
+		return fmt.Sprintf("%s: no answer: %v", e.Op, e.err)
+	}
 	return fmt.Sprintf("%s: no answer within %s: %v", e.Op, e.After, e.err)
 }
 

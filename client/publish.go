@@ -139,6 +139,9 @@ func (c *Client) Publish(ctx context.Context, ev Event, opts ...PublishOption) (
 	for _, o := range opts {
 		o(&ce)
 	}
+	if err := bus.ValidID(ce.ID()); err != nil {
+		return nil, &ValidationError{Type: typ, Problems: []Problem{{Field: "id", Message: strings.TrimPrefix(err.Error(), "event id ")}}}
+	}
 	if err := ce.SetData("application/json", json.RawMessage(data)); err != nil {
 		return nil, fmt.Errorf("publish %s: %w", typ, err)
 	}
@@ -161,10 +164,8 @@ func (c *Client) send(ctx context.Context, m *nats.Msg, p *Pending) (*Pending, e
 	c.pub.add(m, p)
 	_, err := c.js.PublishMsgAsync(m, jetstream.WithMsgID(bus.MsgID(c.cfg.Tenant, p.ID)))
 	if err != nil {
-		c.pub.take(m)
-		err = publishError(p, err, 0)
-		c.pub.release()
-		return nil, err
+		c.pub.forget(m)
+		return nil, publishError(p, err, 0)
 	}
 	return p, nil
 }
@@ -199,51 +200,53 @@ func (p *publisher) add(m *nats.Msg, pd *Pending) {
 	p.pending[m] = pd
 }
 
-// take removes m's Pending, or returns nil when it was resolved already.
-func (p *publisher) take(m *nats.Msg) *Pending {
+// forget removes m's Pending when m could not be sent.
+func (p *publisher) forget(m *nats.Msg) {
+	p.resolve(m, func(*Pending) error { return nil })
+}
+
+// resolve settles m's Pending with fill, which returns the failure to
+// report, if any; a second resolution of m does nothing. The failure is
+// recorded and the Pending closed before m stops counting as outstanding,
+// so a Flush that finds nothing outstanding has every failure.
+func (p *publisher) resolve(m *nats.Msg, fill func(*Pending) error) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	pd := p.pending[m]
 	if pd == nil {
-		return nil
+		p.mu.Unlock()
+		return
 	}
 	delete(p.pending, m)
+	if err := fill(pd); err != nil {
+		if len(p.failures) < maxFailures {
+			p.failures = append(p.failures, err)
+		} else {
+			p.dropped++
+		}
+	}
+	close(pd.done)
 	if len(p.pending) == 0 {
 		close(p.idle)
 	}
-	return pd
+	p.mu.Unlock()
+	<-p.slots
 }
-
-func (p *publisher) release() { <-p.slots }
 
 // acked is JetStream's ack callback; it must not block.
 func (p *publisher) acked(_ jetstream.JetStream, m *nats.Msg, a *jetstream.PubAck) {
-	pd := p.take(m)
-	if pd == nil {
-		return
-	}
-	pd.ack = Ack{ID: pd.ID, Stream: a.Stream, Sequence: a.Sequence, Duplicate: a.Duplicate}
-	close(pd.done)
-	p.release()
+	p.resolve(m, func(pd *Pending) error {
+		pd.ack = Ack{ID: pd.ID, Stream: a.Stream, Sequence: a.Sequence, Duplicate: a.Duplicate}
+		return nil
+	})
 }
 
-// failed is JetStream's error callback (a refusal, no stream, a timeout);
-// it must not block.
+// failed is JetStream's error callback (a refusal, no stream, a timeout,
+// a lost connection); it must not block.
 func (p *publisher) failed(_ jetstream.JetStream, m *nats.Msg, err error) {
-	pd := p.take(m)
-	if pd == nil {
-		return
-	}
-	pd.err = publishError(pd, err, p.ackTimeout)
-	p.mu.Lock()
-	if len(p.failures) < maxFailures {
-		p.failures = append(p.failures, pd.err)
-	} else {
-		p.dropped++
-	}
-	p.mu.Unlock()
-	close(pd.done)
-	p.release()
+	p.resolve(m, func(pd *Pending) error {
+		pd.err = publishError(pd, err, p.ackTimeout)
+		return pd.err
+	})
 }
 
 // publishError types err.
@@ -255,6 +258,10 @@ func publishError(p *Pending, err error, after time.Duration) error {
 		return &RefusedError{Type: p.Type, ID: p.ID, Code: api.Code, ErrCode: uint16(api.ErrorCode), Description: api.Description, err: err}
 	case errors.Is(err, jetstream.ErrAsyncPublishTimeout):
 		return &TimeoutError{Op: op, After: after, err: err}
+	case errors.Is(err, nats.ErrDisconnected):
+		// The connection dropped before the ack: the event may be stored,
+		// or still in the reconnect buffer and sent on reconnect.
+		return &TimeoutError{Op: op, err: fmt.Errorf("connection lost before the ack: %w", err)}
 	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders),
 		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrReconnectBufExceeded):
 		return &UnavailableError{Op: op, err: err}
