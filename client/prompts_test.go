@@ -55,7 +55,7 @@ func TestGetPrompt(t *testing.T) {
 		m, err := c.Conn().Request("prompts.get."+ten, req, 5*time.Second)
 		require.NoError(t, err)
 		var server struct {
-			Rendered string `json:"rendered"`
+			Rendered string                 `json:"rendered"`
 			Error    *struct{ Code string } `json:"error"`
 		}
 		require.NoError(t, json.Unmarshal(m.Data, &server))
