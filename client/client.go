@@ -171,7 +171,7 @@ func (c *Client) Tenant() string { return c.cfg.Tenant }
 
 // Close stops following prompt changes and alerts and closes the NATS
 // connection the client opened. Events still awaiting their ack are not
-// waited for: call Flush first.
+// waited for (they fail with a *TimeoutError): call Flush first.
 func (c *Client) Close() {
 	if c.cancel != nil {
 		c.cancel()
@@ -180,6 +180,9 @@ func (c *Client) Close() {
 		_ = s.Unsubscribe()
 	}
 	c.wg.Wait()
+	if c.js != nil {
+		c.js.CleanupPublisher() // its reply subscription, on a connection that may stay open
+	}
 	if c.ownsNC && c.nc != nil {
 		c.nc.Close()
 	}

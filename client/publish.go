@@ -262,6 +262,8 @@ func publishError(p *Pending, err error, after time.Duration) error {
 		// The connection dropped before the ack: the event may be stored,
 		// or still in the reconnect buffer and sent on reconnect.
 		return &TimeoutError{Op: op, err: fmt.Errorf("connection lost before the ack: %w", err)}
+	case errors.Is(err, jetstream.ErrJetStreamPublisherClosed):
+		return &TimeoutError{Op: op, err: fmt.Errorf("client closed before the ack: %w", err)}
 	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders),
 		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrReconnectBufExceeded):
 		return &UnavailableError{Op: op, err: err}

@@ -263,6 +263,20 @@ func TestPublishErrors(t *testing.T) {
 		require.ErrorAs(t, c.Flush(ctx), &ue)
 	})
 
+	t.Run("closed before the ack", func(t *testing.T) {
+		g := startGate(t)
+		c := connect(t, client.Config{URL: g.URL(), Tenant: testenv.Tenant(t)})
+		g.Shut()
+		p, err := c.Publish(ctx, client.ToolExecuted{ToolName: "closing_tool", Success: true})
+		require.NoError(t, err)
+		c.Close()
+		_, err = p.Wait(ctx)
+		var te *client.TimeoutError
+		require.ErrorAs(t, err, &te, "%v", err)
+		require.ErrorIs(t, err, jetstream.ErrJetStreamPublisherClosed)
+		g.Open()
+	})
+
 	t.Run("closed", func(t *testing.T) {
 		c2 := connect(t, client.Config{URL: n.URL, Tenant: testenv.Tenant(t)})
 		c2.Close()
