@@ -109,15 +109,16 @@ func (c *Client) SubscribeAlerts(ctx context.Context, tenant string, fn func(Ale
 	if err != nil {
 		return &UnavailableError{Op: "subscribe alerts", err: err}
 	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	if !c.background(func() {
 		select {
 		case <-ctx.Done():
 		case <-c.ctx.Done():
 		}
 		cc.Stop()
-	}()
+	}) {
+		cc.Stop()
+		return ErrClosed
+	}
 	return nil
 }
 

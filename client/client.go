@@ -117,8 +117,26 @@ type Client struct {
 	// ctx ends at Close; background work (refreshes, watchers) follows it.
 	ctx    context.Context
 	cancel context.CancelFunc
+	bgMu   sync.Mutex
+	bgDone bool // Close is waiting for background work: start no more
 	wg     sync.WaitGroup
 	subs   []*nats.Subscription
+}
+
+// background runs f in a goroutine Close waits for, and reports false,
+// running nothing, once Close has begun.
+func (c *Client) background(f func()) bool {
+	c.bgMu.Lock()
+	defer c.bgMu.Unlock()
+	if c.bgDone {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // Connect connects to NATS and starts following prompt changes. It fails
@@ -179,6 +197,9 @@ func (c *Client) Close() {
 	for _, s := range c.subs {
 		_ = s.Unsubscribe()
 	}
+	c.bgMu.Lock()
+	c.bgDone = true
+	c.bgMu.Unlock()
 	c.wg.Wait()
 	if c.js != nil {
 		c.js.CleanupPublisher() // its reply subscription, on a connection that may stay open

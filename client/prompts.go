@@ -266,9 +266,7 @@ func (pc *promptCache) follow() error {
 	pc.reconnects, pc.dropped = c.nc.Stats().Reconnects, pc.droppedNow()
 	// Revalidate at once after a reconnect, not at the next get.
 	ch := c.nc.StatusChanged(nats.CONNECTED)
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	c.background(func() {
 		defer c.nc.RemoveStatusListener(ch)
 		for {
 			select {
@@ -278,7 +276,7 @@ func (pc *promptCache) follow() error {
 				return
 			}
 		}
-	}()
+	})
 	return nil
 }
 
@@ -381,16 +379,14 @@ func (pc *promptCache) refreshAll(keys []cacheKey) {
 	}
 	close(work)
 	for range min(refreshConcurrency, len(keys)) {
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
+		c.background(func() {
 			for k := range work {
 				if c.closed() {
 					return
 				}
 				pc.refresh(k, true)
 			}
-		}()
+		})
 	}
 }
 
@@ -431,11 +427,7 @@ func (pc *promptCache) get(ctx context.Context, req getRequest) (*entry, PromptR
 			e.refreshing = e.refreshing || refresh
 			pc.mu.Unlock()
 			if refresh {
-				pc.c.wg.Add(1)
-				go func() {
-					defer pc.c.wg.Done()
-					pc.refresh(k, false)
-				}()
+				pc.c.background(func() { pc.refresh(k, false) })
 			}
 			pc.stats.hits.Add(1)
 			return e, PromptResult{Cached: true}, nil
