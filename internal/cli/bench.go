@@ -17,8 +17,8 @@ import (
 	"github.com/agentq/agentq/internal/config"
 )
 
-// agentq bench, bench indexer and bench degrader: flags, usage and the
-// call; what is measured, against what, and the tables are internal/bench's.
+// agentq bench, bench indexer, bench degrader and bench client: flags,
+// usage and the call; what is measured, against what, and the tables are internal/bench's.
 
 func init() {
 	register("bench", "load generator: raw JetStream consume+ack vs the scorer end to end, in one run", runBench)
@@ -65,6 +65,9 @@ func runBench(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger,
 	}
 	if len(args) > 0 && args[0] == "degrader" {
 		return runBenchDegrader(ctx, e, cfg, log, args[1:])
+	}
+	if len(args) > 0 && args[0] == "client" {
+		return runBenchClient(ctx, e, cfg, log, args[1:])
 	}
 	fs := flags("bench", e)
 	n := fs.Int("events", 20000, "events per phase")
@@ -156,6 +159,62 @@ func runBenchIndexer(ctx context.Context, e Env, cfg config.Config, log zerolog.
 		progress = e.Stderr
 	}
 	res, err := bench.Indexer(ctx, cfg, o, progress, log)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	res.Print(e.Stdout)
+	return nil
+}
+
+func init() {
+	describe("bench client", "[--requests N] [--cold N] [--clients N] [--moves N] [--poll D] [--json]",
+		`Measures the Go client package (client/) against an indexer in process, an
+embedded NATS server and the database at AGENTQ_DATABASE_URL (native Postgres
+for figures that mean anything; the PGlite dev database otherwise):
+
+  GetPrompt answered from the client's cache and rendered, beside the same
+  rendering alone; GetPrompt with the cache off, answered from the
+  indexer's memory, beside a bare NATS request/reply of the same size; and
+  the first GetPrompt of --cold ids, which the indexer reads from the
+  database;
+
+  label moves: --clients clients connected, each with the prompt cached;
+  production is moved --moves times, and each client calls GetPrompt every
+  --poll until it returns the new version: the time from the indexer's
+  prompt.indexed result (as a plain subscriber hears it), and from
+  publishing prompt.activated, to each client serving the new version,
+  beside one core NATS message fanned out to as many plain connections that
+  each make a bare request/reply.
+
+p50/p99 over every sample. Each run writes a tenant of its own.`)
+}
+
+func runBenchClient(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
+	fs := flags("bench client", e)
+	var o bench.ClientOptions
+	fs.IntVar(&o.Requests, "requests", 20000, "GetPrompt calls per hit and miss measurement")
+	fs.IntVar(&o.Cold, "cold", 500, "prompt ids fetched once each (first gets)")
+	fs.IntVar(&o.Clients, "clients", 50, "clients connected during the label moves")
+	fs.IntVar(&o.Moves, "moves", 20, "label moves")
+	fs.DurationVar(&o.Poll, "poll", time.Millisecond, "how often each client calls GetPrompt while a move is under way")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	verbose := fs.Bool("v", false, "print progress")
+	if err := fs.Parse(args); err != nil {
+		return parseError(err)
+	}
+	if o.Requests < 1 || o.Cold < 1 || o.Clients < 1 || o.Moves < 1 || o.Poll <= 0 {
+		return usageError(e, fs, "bench client", "--requests, --cold, --clients, --moves and --poll must be positive")
+	}
+	var progress io.Writer = io.Discard
+	if *verbose {
+		progress = e.Stderr
+	}
+	res, err := bench.Client(ctx, cfg, o, progress, log)
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,10 @@ type GetRequest struct {
 	Version int            `json:"version,omitempty"`
 	Label   string         `json:"label,omitempty"`
 	Params  map[string]any `json:"params,omitempty"`
+	// Fresh reads the prompt from the database, not from this copy's
+	// cache. A client that heard prompt.indexed asks so: the copy that
+	// answers may not have heard it yet.
+	Fresh bool `json:"fresh,omitempty"`
 }
 
 // GetResponse is prompts.get.response.v1.
@@ -93,7 +97,7 @@ func (s *Searcher) Get(ctx context.Context, tenant string, req GetRequest) (GetR
 	key := getKey{tenant: tenant, id: req.ID, version: req.Version, label: req.Label}
 	p, tmpl, gen, hit := s.prompts.get(key)
 	var err error
-	if !hit {
+	if !hit || req.Fresh {
 		p, err = s.getRow(ctx, tenant, req)
 		if err == nil {
 			tmpl, _ = library.Parse(p.Content) // nil: Render reports why

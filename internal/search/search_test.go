@@ -448,6 +448,32 @@ func TestPromptVersionsAndLabels(t *testing.T) {
 	require.Equal(t, []int{2}, searchVersions(), "search returns the production version")
 }
 
+// TestGetFreshReadsPastTheCache: a change another indexer copy made (here:
+// the database changed behind the cache, as when this copy has not heard
+// the result yet) is read by a request with fresh, which also refreshes
+// the cached answer for later requests.
+func TestGetFreshReadsPastTheCache(t *testing.T) {
+	f := newFixture(t, lexical, search.Options{})
+	ctx := context.Background()
+	ten, w := testenv.Tenant(t), word(t)
+	id := "fresh-" + w
+	for v := 1; v <= 2; v++ {
+		f.prompt(promptSpec{tenant: ten, id: id, version: v, content: fmt.Sprintf("Answer briefly, version %d %s", v, w)})
+	}
+	get := func(fresh bool) int {
+		t.Helper()
+		g, err := f.s.Get(ctx, ten, search.GetRequest{ID: id, Fresh: fresh})
+		require.NoError(t, err)
+		return g.Prompt.Version
+	}
+	require.Equal(t, 2, get(false), "no production label: the latest")
+	_, err := library.SetLabel(ctx, f.pool, ten, id, "production", 1, 10, "l1", time.Now())
+	require.NoError(t, err)
+	require.Equal(t, 2, get(false), "the cached answer, as the copy has not heard of the move")
+	require.Equal(t, 1, get(true), "fresh reads the database")
+	require.Equal(t, 1, get(false), "and the fresh answer replaced the cached one")
+}
+
 func TestRendering(t *testing.T) {
 	f := newFixture(t, lexical, search.Options{})
 	ctx := context.Background()

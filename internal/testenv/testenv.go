@@ -85,6 +85,16 @@ const envOwnDB = "AGENTQ_TEST_OWN_DATABASE"
 // database is started once per test binary; Main stops it.
 func DatabaseURL(t testing.TB) string {
 	t.Helper()
+	url, err := Database()
+	if err != nil {
+		t.Fatalf("test database: %v", err)
+	}
+	return url
+}
+
+// Database is DatabaseURL for code without a testing.TB (a TestMain that
+// starts what all its tests share; it calls Shutdown at the end).
+func Database() (string, error) {
 	dbOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -115,10 +125,7 @@ func DatabaseURL(t testing.TB) string {
 		}
 		dbErr = database.Migrate(ctx, dbURL, zerolog.Nop())
 	})
-	if dbErr != nil {
-		t.Fatalf("test database: %v", dbErr)
-	}
-	return dbURL
+	return dbURL, dbErr
 }
 
 // Pool opens a pool on the test database, closed at cleanup.
@@ -138,13 +145,19 @@ func Pool(t testing.TB) *pgxpool.Pool {
 // it from TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
+	Shutdown()
+	os.Exit(code)
+}
+
+// Shutdown stops the dev database, if this binary started one. Main
+// calls it; a TestMain that does not use Main calls it last.
+func Shutdown() {
 	if dbSrv != nil {
 		_ = dbSrv.Close()
 	}
 	if dbOwned != nil {
 		dbOwned()
 	}
-	os.Exit(code)
 }
 
 // Tenant returns a tenant id no other test uses.
