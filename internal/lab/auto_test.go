@@ -323,8 +323,8 @@ func TestAutoFromFeedbackToReport(t *testing.T) {
 		require.Equal(t, req.ID(), bus.Causation(created[i]))
 		var pc struct {
 			ID, Type, Name, Content, Description, Author string
-			Tags                                        []string
-			Metadata                                    map[string]any
+			Tags                                         []string
+			Metadata                                     map[string]any
 		}
 		require.NoError(t, json.Unmarshal(created[i].Data(), &pc))
 		require.Equal(t, "support", pc.ID)

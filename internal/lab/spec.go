@@ -122,7 +122,7 @@ type request struct {
 	Evaluation        evaluationIn    `json:"evaluation"`
 	Auto              json.RawMessage `json:"auto"`
 
-	auto *autoIn    // Auto read by checkAuto, defaults filled in
+	auto *autoIn   // Auto read by checkAuto, defaults filled in
 	at   time.Time // the request's time: a run from feedback looks at nothing later
 }
 
