@@ -22,6 +22,9 @@ import (
 // committed together) or refusing it (lab.rejected); a cancellation by
 // asking the job to stop. Results are sent after commit.
 func (l *Lab) Handle(ctx context.Context, d *bus.Delivery) error {
+	if keep, err := kept(d); err != nil || !keep {
+		return err // feedback and uses the lab has no use for cost no transaction
+	}
 	tx, err := l.pool.Begin(ctx)
 	if err != nil {
 		return database.Classify(err)

@@ -47,6 +47,27 @@ func (f feedbackIn) negative() bool {
 	return f.Thumbs == "down" || (f.Rating != nil && *f.Rating < negativeRating)
 }
 
+// kept reports whether the lab keeps anything of an event: all but
+// feedback.submitted that is not negative feedback on a prompt, and
+// prompt.used that names no run or carries no text.
+func kept(d *bus.Delivery) (bool, error) {
+	switch d.Event.Type() {
+	case typeFeedback:
+		var f feedbackIn
+		if err := json.Unmarshal(d.Event.Data(), &f); err != nil {
+			return false, bus.Permanentf("feedback.submitted data: %v", err)
+		}
+		return f.Target == "prompt" && f.negative(), nil
+	case typePromptUsed:
+		var u promptUsed
+		if err := json.Unmarshal(d.Event.Data(), &u); err != nil {
+			return false, bus.Permanentf("prompt.used data: %v", err)
+		}
+		return u.RunID != "" && (u.Input != "" || u.Output != ""), nil
+	}
+	return true, nil
+}
+
 // applyFeedback keeps a negative feedback.submitted on a prompt; other
 // feedback is not the lab's concern.
 func applyFeedback(ctx context.Context, q querier, d *bus.Delivery) error {
