@@ -254,6 +254,12 @@ func TestAutoFromFeedbackToReport(t *testing.T) {
 		"(auto.min_negative_feedback, AGENTQ_LAB_MIN_NEGATIVE_FEEDBACK). 1 more name no query: give query in feedback.submitted, "+
 		"or run_id with a prompt.used of the same run that has input", r.Reason)
 	require.Equal(t, map[string]any{"prompt_id": "support", "min_negative_feedback": 5.0, "got": 4.0, "without_query": 1.0}, r.Details)
+	since := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	later := a.request(map[string]any{"prompt_id": "support", "auto": map[string]any{"since": since.Format(time.RFC3339), "min_negative_feedback": 1}})
+	r = a.refused(later, 20*time.Second)
+	require.Equal(t, lab.ReasonNotEnoughFeedback, r.ReasonCode)
+	require.Equal(t, map[string]any{"prompt_id": "support", "min_negative_feedback": 1.0, "got": 0.0, "without_query": 0.0,
+		"since": since.Format(time.RFC3339)}, r.Details, "none since then")
 
 	// Two more: one direct, one naming the version by its hash and its run,
 	// whose query and response the run's prompt.used gives.
