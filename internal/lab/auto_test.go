@@ -128,8 +128,9 @@ func maps(m map[string]int) map[string]int {
 // events in the stream.
 type autoWorld struct {
 	*world
-	gen *genSim
-	cfg config.Config
+	gen    *genSim
+	cfg    config.Config
+	prompt string // the prompt under test
 
 	mu      sync.Mutex
 	created []event.Event // prompt.created published by the lab
@@ -140,7 +141,7 @@ const poorAnswer = "A poor answer to {q}."
 
 func newAutoWorld(t *testing.T) *autoWorld {
 	w := newWorld(t)
-	a := &autoWorld{world: w, gen: newGenSim(w), cfg: w.cfg}
+	a := &autoWorld{world: w, gen: newGenSim(w), cfg: w.cfg, prompt: "support"}
 	a.cfg.EmbedPrompts = "lexical"
 	testenv.StartProcess(t, a.cfg, "indexer", indexer.Consumer)
 	for subj, into := range map[string]*[]event.Event{"prompt.created.": &a.created, "prompt.indexed.": &a.indexed} {
@@ -166,12 +167,12 @@ func (a *autoWorld) opts() lab.Options {
 	return o
 }
 
-// baseline publishes version 1 of prompt "support" and waits until the
-// indexer has stored it.
+// baseline publishes version 1 of the prompt and waits until the indexer
+// has stored it.
 func (a *autoWorld) baseline() {
 	a.t.Helper()
 	a.publish(bus.Type("prompt", "created"), map[string]any{
-		"id": "support", "type": "system", "name": "Support answer", "content": poorAnswer,
+		"id": a.prompt, "type": "system", "name": "Support answer", "content": poorAnswer,
 		"description": "Answers support questions.", "tags": []string{"support"},
 	})
 	a.eventually(30*time.Second, func() bool { return len(a.indexedEvents()) == 1 }, func() string { return "the indexer never indexed version 1" })
@@ -189,11 +190,11 @@ func (a *autoWorld) labCreated() []event.Event {
 	return slices.Clone(a.created)
 }
 
-// negative publishes thumbs-down feedback on version 1 of "support".
+// negative publishes thumbs-down feedback on version 1 of the prompt.
 func (a *autoWorld) negative(query string) {
 	a.t.Helper()
 	a.publish(bus.Type("feedback", "submitted"), map[string]any{
-		"target": "prompt", "prompt_id": "support", "version": 1, "thumbs": "down",
+		"target": "prompt", "prompt_id": a.prompt, "version": 1, "thumbs": "down",
 		"query": query, "response": "A poor answer to " + query + ".", "comment": "Useless for " + query,
 	})
 }
@@ -477,8 +478,11 @@ func (a *autoWorld) hasStep(id, step string) bool {
 // at the feedback that came after the first.
 func TestScheduleRunsEachSlotOnceIncrementally(t *testing.T) {
 	a := newAutoWorld(t)
+	// The schedule covers every tenant of the database: a prompt of this
+	// test's own keeps other tests' feedback out of it.
+	a.prompt = "sched-" + a.tenant
 	cfg := a.cfg
-	cfg.Lab.Schedule, cfg.Lab.SchedulePrompts, cfg.Lab.CandidateCount = "* * * * * *", "support", 1
+	cfg.Lab.Schedule, cfg.Lab.SchedulePrompts, cfg.Lab.CandidateCount = "* * * * * *", a.prompt, 1
 	a.startWith(cfg, a.opts())
 	a.startWith(cfg, a.opts())
 	a.baseline()
@@ -495,7 +499,7 @@ func TestScheduleRunsEachSlotOnceIncrementally(t *testing.T) {
 		var st map[string]any
 		require.NoError(t, json.Unmarshal(ev.Data(), &st))
 		id := st["experiment_id"].(string)
-		require.True(t, strings.HasPrefix(id, "auto-") && strings.HasSuffix(id, "-support"), id)
+		require.True(t, strings.HasPrefix(id, "auto-") && strings.HasSuffix(id, "-"+a.prompt), id)
 		end := a.ending(eventWithID(bus.Causation(ev), a.tenant), time.Minute)
 		require.Equal(t, lab.TypeCompleted, end.Type(), string(end.Data()))
 		var queries []string
