@@ -74,7 +74,7 @@ type AutoSpec struct {
 
 // Sample is one negative feedback a run from feedback uses.
 type Sample struct {
-	negative
+	Negative
 	QueryIndex int  `json:"query_index"`
 	HeldOut    bool `json:"held_out,omitempty"`
 }
@@ -240,7 +240,7 @@ func (l *Lab) resolveAuto(ctx context.Context, q querier, tenant, eventID string
 			index[key] = qi
 			queries = append(queries, Query{Query: n.Query})
 		}
-		samples = append(samples, Sample{negative: n, QueryIndex: qi})
+		samples = append(samples, Sample{Negative: n, QueryIndex: qi})
 	}
 	heldOut := holdOut(r.ExperimentID, queries, *a.Holdout)
 	for i := range samples {

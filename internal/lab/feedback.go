@@ -155,10 +155,10 @@ func cutTo(s string, n int) string {
 	return cutUTF8(s, n)
 }
 
-// negative is one negative feedback on a prompt, resolved: its version and
-// its query and response, from the feedback or else from the prompt.used
-// of its run.
-type negative struct {
+// Negative is one negative feedback on a prompt, resolved: its version
+// and its query and response, from the feedback or else from the
+// prompt.used of its run.
+type Negative struct {
 	EventID  string    `json:"event_id"`
 	Version  int       `json:"version,omitempty"` // 0: not known
 	Query    string    `json:"query"`
@@ -180,7 +180,7 @@ type feedbackWindow struct {
 // first. Feedback whose query is known neither from itself nor from its
 // run's prompt.used is counted in withoutQuery, not returned: it can be
 // neither shown as an example nor tested.
-func negatives(ctx context.Context, q querier, tenant, promptID string, w feedbackWindow) (out []negative, withoutQuery []string, err error) {
+func negatives(ctx context.Context, q querier, tenant, promptID string, w feedbackWindow) (out []Negative, withoutQuery []string, err error) {
 	rows, err := q.Query(ctx, `
 		SELECT f.event_id, coalesce(f.version, h.version, 0),
 			coalesce(f.query, u.input, ''), coalesce(f.response, u.output, ''), coalesce(f.comment, ''),
@@ -207,7 +207,7 @@ func negatives(ctx context.Context, q querier, tenant, promptID string, w feedba
 	if err != nil {
 		return nil, nil, fmt.Errorf("negative feedback: %w", err)
 	}
-	var n negative
+	var n Negative
 	var thumbs string
 	var rating *float64
 	_, err = pgx.ForEachRow(rows, []any{&n.EventID, &n.Version, &n.Query, &n.Response, &n.Comment, &thumbs, &rating, &n.At}, func() error {
