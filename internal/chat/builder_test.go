@@ -151,6 +151,8 @@ func TestBuilderMessages(t *testing.T) {
 		{"executive-summary", func() ([]chat.Message, error) {
 			return b.ExecutiveSummaryMessages("# Experiment support-v2\n\nBaseline v1: pass rate 0.62. Candidate v3: pass rate 0.81 (recommended, HIGH confidence).\nWarning: v3 uses 18% more tokens.")
 		}},
+		{"feedback-analysis", func() ([]chat.Message, error) { return b.FeedbackAnalysisMessages(analysisInput) }},
+		{"candidate", func() ([]chat.Message, error) { return b.CandidateMessages(candidateInput) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -97,4 +97,13 @@
 //
 //	{"criteria": {"helpfulness": 22, "accuracy": 25, "completeness": 18, "safety": 25},
 //	 "pass": true, "reason": "..."}
+//
+// To write candidate versions from negative feedback, the lab sends
+// FeedbackAnalysisMessages (the prompt and the feedback samples) and reads
+// the weaknesses with ParseWeaknesses, each in one of WeaknessCategories;
+// then, once per candidate, CandidateMessages with one of
+// ImprovementStrategies, read with ParseCandidate:
+//
+//	{"weaknesses": [{"category": "short_answer", "description": "...", "samples": [1, 3]}]}
+//	{"content": "the complete new prompt", "changelog": "..."}
 package chat

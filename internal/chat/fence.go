@@ -23,6 +23,8 @@ const (
 	FenceAgentResult      FenceKind = "AGENT_RESULT"
 	FenceBackground       FenceKind = "BACKGROUND"
 	FenceExperimentReport FenceKind = "EXPERIMENT_REPORT"
+	FencePrompt           FenceKind = "PROMPT"
+	FenceFeedbackComment  FenceKind = "FEEDBACK_COMMENT"
 )
 
 // markerLike matches anything a model might read as a fence marker: three or

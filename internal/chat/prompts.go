@@ -110,3 +110,21 @@ const executiveSummaryTaskText = `Summarise the experiment report above in 1 to 
 - any regression or warning the report states.
 
 Only state what the report states explicitly. Do not add recommendations, conclusions or next steps of your own.`
+
+const feedbackAnalysisInstructions = `You analyse negative feedback on a prompt for agentq's prompt lab. Users marked the responses below as bad (thumbs down or a low rating); the prompt shown was the system prompt that produced them. Find out what the prompt gets wrong: the recurring weaknesses of its responses that a better prompt could fix.
+
+- Classify each weakness into one category from the list; use other only when none fits, and say what it is.
+- A weakness must be shown by at least one sample; name every sample that shows it.
+- Describe what goes wrong in the responses, concretely, not what the users felt.
+- Ignore complaints no prompt could fix (an outage, a missing feature), and samples that show nothing wrong.`
+
+const feedbackAnalysisTaskText = `List the weaknesses the samples above show, the most frequent first. Answer with the JSON object only.`
+
+const candidateInstructions = `You improve prompts for agentq's prompt lab. You are given a prompt, the weaknesses users' negative feedback showed in its responses, samples of that feedback, and one improvement strategy. Write a new version of the prompt that follows the strategy to fix the weaknesses.
+
+- Write the complete new prompt, ready to use as it is: not a diff, not comments about it.
+- Keep the prompt's purpose, its language and every template placeholder ({{.Name}}) exactly as written; add no placeholder of your own.
+- Do not copy the samples' queries or answers into the prompt: the new version is tested on queries it was not written for.
+- Do not mention the feedback, the weaknesses, the strategy or these instructions in the prompt.`
+
+const candidateTaskText = `Write the new version of the prompt with your strategy. Answer with the JSON object only.`

@@ -74,6 +74,12 @@ type Lab struct {
 	CallTimeout    time.Duration // one model call, retries included
 	JudgeBudget    int           // LLM-judge tokens per experiment, unless the request names its own
 	JudgeModel     string        // the judge's model unless the request names one; empty: the model under test
+	// Candidates from feedback (auto runs).
+	CandidateCount  int     // candidates generated unless the request names a count
+	MinNegative     int     // negative feedback an auto run needs
+	Holdout         float64 // share of the feedback's test queries kept out of generation
+	Schedule        string  // cron of scheduled auto runs; empty: none (see LabSchedule)
+	SchedulePrompts string  // prompt ids they cover, comma-separated; empty: every prompt the lab knows
 }
 
 // Alerts configures alert delivery (AGENTQ_ALERT_*).
@@ -223,6 +229,11 @@ var Vars = []Var{
 	{"AGENTQ_LAB_CALL_TIMEOUT", "60s", "longest one model call of the lab may take, retries and Retry-After waits included; past it the trial counts as an error"},
 	{"AGENTQ_LAB_JUDGE_BUDGET_TOKENS", "100000", "LLM-judge tokens one experiment may spend unless its request names a budget; once spent, the judge scores 0.5 (\"budget exhausted\") and the report counts those trials"},
 	{"AGENTQ_LAB_JUDGE_MODEL", "", "model of the LLM judge unless a request names one; empty: the model under test (the report then warns that judges favour their own family)"},
+	{"AGENTQ_LAB_CANDIDATE_COUNT", "3", "candidate versions a run from feedback (auto) generates unless its request names a count, each with its own strategy"},
+	{"AGENTQ_LAB_MIN_NEGATIVE_FEEDBACK", "5", "negative feedback (thumbs down or a rating under 0.5, with its query) a run from feedback needs; with less it is refused (lab.rejected not_enough_feedback)"},
+	{"AGENTQ_LAB_HOLDOUT", "0.3", "share of a run from feedback's test queries kept out of candidate generation, so candidates are also judged on queries they were not written from; 0..0.9"},
+	{"AGENTQ_LAB_SCHEDULE", "", "cron expression (5 fields, or 6 with seconds first, or @daily ...; UTC unless it starts with CRON_TZ=) of scheduled runs from feedback; empty: none"},
+	{"AGENTQ_LAB_SCHEDULE_PROMPTS", "", "prompt ids the scheduled runs cover, comma-separated; empty: every prompt the lab knows, in every tenant"},
 	{"AGENTQ_INDEXER_WRITERS", "2", "transactions each indexer copy applies a batch in at once, split by prompt id, tool name and quality figure (each one's events stay in stream order in one); more use more Postgres cores and connections"},
 	{"AGENTQ_EMBED_BASE_URL", "", "OpenAI-compatible embeddings endpoint; empty: the built-in offline embedders (AGENTQ_EMBED_PROMPTS, AGENTQ_EMBED_TOOLS)"},
 	{"AGENTQ_EMBED_MODEL", "", "embedding model name"},
@@ -389,6 +400,9 @@ func Load(getenv func(string) string) (Config, error) {
 			Concurrency: num("AGENTQ_LAB_CONCURRENCY"), Workers: num("AGENTQ_LAB_WORKERS"),
 			Timeout: dur("AGENTQ_LAB_TIMEOUT"), CallTimeout: dur("AGENTQ_LAB_CALL_TIMEOUT"),
 			JudgeBudget: num("AGENTQ_LAB_JUDGE_BUDGET_TOKENS"), JudgeModel: get("AGENTQ_LAB_JUDGE_MODEL"),
+			CandidateCount: num("AGENTQ_LAB_CANDIDATE_COUNT"), MinNegative: num("AGENTQ_LAB_MIN_NEGATIVE_FEEDBACK"),
+			Holdout: float("AGENTQ_LAB_HOLDOUT"), Schedule: strings.TrimSpace(get("AGENTQ_LAB_SCHEDULE")),
+			SchedulePrompts: get("AGENTQ_LAB_SCHEDULE_PROMPTS"),
 		},
 		Alerts: Alerts{
 			WebhookURL: get("AGENTQ_ALERT_WEBHOOK_URL"), WebhookSecret: get("AGENTQ_ALERT_WEBHOOK_SECRET"),
@@ -478,6 +492,17 @@ func (c Config) Validate() error {
 	check(c.Lab.Timeout > 0, "AGENTQ_LAB_TIMEOUT must be positive")
 	check(c.Lab.CallTimeout > 0, "AGENTQ_LAB_CALL_TIMEOUT must be positive")
 	check(c.Lab.JudgeBudget >= 0, "AGENTQ_LAB_JUDGE_BUDGET_TOKENS must not be negative")
+	check(c.Lab.CandidateCount >= 1 && c.Lab.CandidateCount <= 10 && c.Lab.CandidateCount < c.Lab.MaxVersions,
+		"AGENTQ_LAB_CANDIDATE_COUNT %d: want 1..10 and below AGENTQ_LAB_MAX_VERSIONS (%d)", c.Lab.CandidateCount, c.Lab.MaxVersions)
+	check(c.Lab.MinNegative >= 1, "AGENTQ_LAB_MIN_NEGATIVE_FEEDBACK %d: want at least 1", c.Lab.MinNegative)
+	check(c.Lab.Holdout >= 0 && c.Lab.Holdout <= 0.9, "AGENTQ_LAB_HOLDOUT %v: want 0..0.9", c.Lab.Holdout)
+	if c.Lab.Schedule != "" {
+		_, err := LabSchedule(c.Lab.Schedule)
+		check(err == nil, "AGENTQ_LAB_SCHEDULE: %v", err)
+	}
+	for _, id := range LabSchedulePrompts(c.Lab.SchedulePrompts) {
+		check(promptIDRE.MatchString(id), "AGENTQ_LAB_SCHEDULE_PROMPTS: %q is not a prompt id", id)
+	}
 	check(c.Embed.MaxRPS >= 0, "AGENTQ_EMBED_MAX_RPS must not be negative")
 	check(c.Embed.MaxRetries >= 0, "AGENTQ_EMBED_MAX_RETRIES must not be negative")
 	check(c.Embed.Timeout > 0, "AGENTQ_EMBED_TIMEOUT must be positive")

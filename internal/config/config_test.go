@@ -268,6 +268,7 @@ func TestLab(t *testing.T) {
 	require.Equal(t, config.Lab{
 		MaxQueries: 100, MaxVersions: 10, MaxRepetitions: 5, MaxRunning: 3, Concurrency: 8, Workers: 4,
 		Timeout: 10 * time.Minute, CallTimeout: time.Minute, JudgeBudget: 100000,
+		CandidateCount: 3, MinNegative: 5, Holdout: 0.3,
 	}, cfg.Lab)
 	cfg, err = config.Load(env(map[string]string{"AGENTQ_LAB_MAX_QUERIES": "20", "AGENTQ_LAB_JUDGE_MODEL": "judge-1", "AGENTQ_LAB_TIMEOUT": "90s"}))
 	require.NoError(t, err)
@@ -275,15 +276,18 @@ func TestLab(t *testing.T) {
 	require.Equal(t, "judge-1", cfg.Lab.JudgeModel)
 	require.Equal(t, 90*time.Second, cfg.Lab.Timeout)
 	for key, want := range map[string]string{
-		"AGENTQ_LAB_MAX_QUERIES":         "AGENTQ_LAB_MAX_QUERIES 0: want at least 1",
-		"AGENTQ_LAB_MAX_VERSIONS":        "AGENTQ_LAB_MAX_VERSIONS 0: want at least 1",
-		"AGENTQ_LAB_MAX_REPETITIONS":     "AGENTQ_LAB_MAX_REPETITIONS 0: want 1..20",
-		"AGENTQ_LAB_MAX_RUNNING":         "AGENTQ_LAB_MAX_RUNNING 0: want at least 1",
-		"AGENTQ_LAB_CONCURRENCY":         "AGENTQ_LAB_CONCURRENCY 0: want 1..256",
-		"AGENTQ_LAB_WORKERS":             "AGENTQ_LAB_WORKERS 0: want 1..64",
-		"AGENTQ_LAB_TIMEOUT":             "AGENTQ_LAB_TIMEOUT must be positive",
-		"AGENTQ_LAB_CALL_TIMEOUT":        "AGENTQ_LAB_CALL_TIMEOUT must be positive",
-		"AGENTQ_LAB_JUDGE_BUDGET_TOKENS": "",
+		"AGENTQ_LAB_MAX_QUERIES":           "AGENTQ_LAB_MAX_QUERIES 0: want at least 1",
+		"AGENTQ_LAB_MAX_VERSIONS":          "AGENTQ_LAB_MAX_VERSIONS 0: want at least 1",
+		"AGENTQ_LAB_MAX_REPETITIONS":       "AGENTQ_LAB_MAX_REPETITIONS 0: want 1..20",
+		"AGENTQ_LAB_MAX_RUNNING":           "AGENTQ_LAB_MAX_RUNNING 0: want at least 1",
+		"AGENTQ_LAB_CONCURRENCY":           "AGENTQ_LAB_CONCURRENCY 0: want 1..256",
+		"AGENTQ_LAB_WORKERS":               "AGENTQ_LAB_WORKERS 0: want 1..64",
+		"AGENTQ_LAB_TIMEOUT":               "AGENTQ_LAB_TIMEOUT must be positive",
+		"AGENTQ_LAB_CALL_TIMEOUT":          "AGENTQ_LAB_CALL_TIMEOUT must be positive",
+		"AGENTQ_LAB_JUDGE_BUDGET_TOKENS":   "",
+		"AGENTQ_LAB_CANDIDATE_COUNT":       "AGENTQ_LAB_CANDIDATE_COUNT 0: want 1..10 and below AGENTQ_LAB_MAX_VERSIONS (10)",
+		"AGENTQ_LAB_MIN_NEGATIVE_FEEDBACK": "AGENTQ_LAB_MIN_NEGATIVE_FEEDBACK 0: want at least 1",
+		"AGENTQ_LAB_HOLDOUT":               "",
 	} {
 		t.Run(key, func(t *testing.T) {
 			_, err := config.Load(env(map[string]string{key: "0"}))
@@ -298,6 +302,27 @@ func TestLab(t *testing.T) {
 	require.ErrorContains(t, err, "AGENTQ_LAB_JUDGE_BUDGET_TOKENS must not be negative")
 	_, err = config.Load(env(map[string]string{"AGENTQ_LAB_MAX_REPETITIONS": "21"}))
 	require.ErrorContains(t, err, "AGENTQ_LAB_MAX_REPETITIONS 21: want 1..20")
+	for vars, want := range map[[2]string]string{
+		{"AGENTQ_LAB_CANDIDATE_COUNT", "10"}:     "AGENTQ_LAB_CANDIDATE_COUNT 10: want 1..10 and below AGENTQ_LAB_MAX_VERSIONS (10)",
+		{"AGENTQ_LAB_HOLDOUT", "0.95"}:           "AGENTQ_LAB_HOLDOUT 0.95: want 0..0.9",
+		{"AGENTQ_LAB_SCHEDULE", "0 2 * *"}:       "AGENTQ_LAB_SCHEDULE: expected 5 to 6 fields",
+		{"AGENTQ_LAB_SCHEDULE", "@every 1h"}:     "@every is not supported",
+		{"AGENTQ_LAB_SCHEDULE_PROMPTS", "a,b c"}: `AGENTQ_LAB_SCHEDULE_PROMPTS: "b c" is not a prompt id`,
+	} {
+		_, err = config.Load(env(map[string]string{vars[0]: vars[1]}))
+		require.ErrorContains(t, err, want, vars)
+	}
+	cfg, err = config.Load(env(map[string]string{"AGENTQ_LAB_SCHEDULE": " 0 2 * * * ", "AGENTQ_LAB_SCHEDULE_PROMPTS": " support-answer, triage ,"}))
+	require.NoError(t, err)
+	require.Equal(t, "0 2 * * *", cfg.Lab.Schedule)
+	require.Equal(t, []string{"support-answer", "triage"}, config.LabSchedulePrompts(cfg.Lab.SchedulePrompts))
+	sched, err := config.LabSchedule(cfg.Lab.Schedule)
+	require.NoError(t, err)
+	from := time.Date(2026, 11, 30, 23, 0, 0, 0, time.FixedZone("CET", 3600))
+	require.Equal(t, time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC), sched.Next(from).UTC(), "UTC, whatever the zone of the time given")
+	sched, err = config.LabSchedule("*/10 * * * * *")
+	require.NoError(t, err)
+	require.Equal(t, time.Date(2026, 12, 1, 2, 0, 10, 0, time.UTC), sched.Next(time.Date(2026, 12, 1, 2, 0, 3, 0, time.UTC)).UTC(), "seconds first")
 }
 
 func TestMCPReadOnly(t *testing.T) {

@@ -22,6 +22,9 @@ import (
 // committed together) or refusing it (lab.rejected); a cancellation by
 // asking the job to stop. Results are sent after commit.
 func (l *Lab) Handle(ctx context.Context, d *bus.Delivery) error {
+	if keep, err := kept(d); err != nil || !keep {
+		return err // feedback and uses the lab has no use for cost no transaction
+	}
 	tx, err := l.pool.Begin(ctx)
 	if err != nil {
 		return database.Classify(err)
@@ -41,6 +44,10 @@ func (l *Lab) Handle(ctx context.Context, d *bus.Delivery) error {
 		err = applyCreated(ctx, tx, d)
 	case typePromptIndexed:
 		err = applyIndexed(ctx, tx, d)
+	case typeFeedback:
+		err = applyFeedback(ctx, tx, d)
+	case typePromptUsed:
+		err = applyUsed(ctx, tx, d)
 	case TypeRequested:
 		results, wake, err = l.accept(ctx, tx, d)
 	case TypeCancelled:
@@ -62,6 +69,9 @@ func (l *Lab) Handle(ctx context.Context, d *bus.Delivery) error {
 	}
 	if wake {
 		l.worker.Wake()
+	}
+	if d.Event.Type() == typePromptIndexed {
+		l.indexed.broadcast() // a run from feedback may be waiting for its candidates
 	}
 	return nil
 }
@@ -93,7 +103,14 @@ func (l *Lab) accept(ctx context.Context, tx pgx.Tx, d *bus.Delivery) ([]event.E
 		return l.rejected(d, rej)
 	}
 	r.ExperimentID = id
-	spec, rej, err := l.resolve(ctx, tx, d.Tenant, d.Event.ID(), &r, e)
+	if r.at = d.Event.Time(); r.at.IsZero() {
+		r.at = d.Time
+	}
+	resolve := l.resolve
+	if r.auto != nil {
+		resolve = l.resolveAuto
+	}
+	spec, rej, err := resolve(ctx, tx, d.Tenant, d.Event.ID(), &r, e)
 	if err != nil {
 		return nil, false, err
 	}
@@ -120,9 +137,14 @@ func (l *Lab) accept(ctx context.Context, tx pgx.Tx, d *bus.Delivery) ([]event.E
 		INSERT INTO lab_experiments (tenant_id, experiment_id, request_event_id, prompt_id, name,
 			baseline_version, candidate_versions, total_trials, model, judge_model)
 		VALUES ($1, $2, $3, $4, nullif($5, ''), $6, $7, $8, $9, $10)`,
-		d.Tenant, id, d.Event.ID(), spec.PromptID, spec.Name, spec.Baseline, spec.Candidates(), spec.Trials(),
+		d.Tenant, id, d.Event.ID(), spec.PromptID, spec.Name, spec.Baseline, spec.Candidates(), spec.planned(),
 		spec.Model, spec.JudgeModel); err != nil {
 		return nil, false, fmt.Errorf("store experiment %s: %w", id, err)
+	}
+	if spec.Auto != nil && spec.Auto.Incremental {
+		if err := markAnalysed(ctx, tx, d.Tenant, id, spec.Auto.window); err != nil {
+			return nil, false, err
+		}
 	}
 	var running int
 	if err := tx.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE tenant_id = $1 AND consumer = $2 AND state = 'running'`,
@@ -140,6 +162,7 @@ func (l *Lab) accept(ctx context.Context, tx pgx.Tx, d *bus.Delivery) ([]event.E
 	if spec.Name != "" {
 		data["name"] = spec.Name
 	}
+	startedAuto(data, spec)
 	ev, err := bus.NewResult(l.opts.Consumer, TypeStarted, d.Event, data)
 	if err != nil {
 		return nil, false, bus.Permanent(err)

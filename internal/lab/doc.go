@@ -32,6 +32,21 @@
 // after a timeout, a cancellation or a failure, in experiment.failed with
 // the report of the trials done.
 //
+// A run from feedback (a request with auto, or a slot of the cron schedule
+// AGENTQ_LAB_SCHEDULE) writes its own candidates. When it is accepted, the
+// prompt's negative feedback up to the request's time is read from the
+// lab's read model of feedback.submitted and prompt.used (too little is
+// refused); its distinct queries become the test queries, a share of them
+// held out. The job's first steps then classify the weaknesses the shown
+// feedback reveals (internal/chat's analysis prompt), write one candidate
+// per improvement strategy, publish them as prompt.created through the
+// outbox under ids derived from the experiment, and wait for the indexer's
+// prompt.indexed; each step is stored, so a resumed attempt calls the
+// model only for what no attempt stored and publishes the same events.
+// The report adds the results on the held-out and the shown queries apart.
+// A schedule slot's request has ids derived from the slot and the prompt,
+// so every copy publishes the same one and it runs once.
+//
 // Prompt versions come from the lab's own read model, kept from
 // prompt.created (the content) and prompt.indexed (the version it became
 // and its labels). Replay never re-runs an experiment: a request the lab

@@ -28,7 +28,7 @@ func (l *Lab) onDone(ctx context.Context, tx pgx.Tx, j *job.Job, o job.Outcome) 
 	}
 	rows, err := tx.Query(ctx, `
 		SELECT step, output FROM job_steps
-		WHERE tenant_id = $1 AND consumer = $2 AND job_id = $3 AND (step LIKE 'trial/%' OR step = $4)`,
+		WHERE tenant_id = $1 AND consumer = $2 AND job_id = $3 AND (step LIKE 'trial/%' OR step = $4 OR step LIKE 'auto/%')`,
 		j.Tenant, j.Consumer, j.ID, stepSummary)
 	if err != nil {
 		return fmt.Errorf("read trials: %w", err)
@@ -42,10 +42,24 @@ func (l *Lab) onDone(ctx context.Context, tx pgx.Tx, j *job.Job, o job.Outcome) 
 	}); err != nil {
 		return fmt.Errorf("read trials: %w", err)
 	}
+	if raw, ok := steps[stepAutoSpec]; ok && s.Auto != nil {
+		// A run from feedback ran with its candidates.
+		var full Spec
+		if err := json.Unmarshal(raw, &full); err != nil {
+			return fmt.Errorf("experiment %s with its candidates: %w", j.ID, err)
+		}
+		s = full
+	}
 	trials := trialsOf(steps)
 	rep, judge, err := buildReport(s, trials)
 	if err != nil {
 		return bus.Permanent(err)
+	}
+	var auto *AutoResult
+	if s.Auto != nil {
+		if auto, err = autoResult(s, steps, trials, &rep); err != nil {
+			return bus.Permanent(err)
+		}
 	}
 	data := map[string]any{
 		"experiment_id": s.ExperimentID, "prompt_id": s.PromptID, "baseline_version": s.Baseline,
@@ -54,6 +68,9 @@ func (l *Lab) onDone(ctx context.Context, tx pgx.Tx, j *job.Job, o job.Outcome) 
 	}
 	if s.Eval.Judge {
 		data["judge"] = judge
+	}
+	if auto != nil {
+		data["auto"] = auto
 	}
 	var summary string
 	if raw, ok := steps[stepSummary]; ok {

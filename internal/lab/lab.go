@@ -34,11 +34,14 @@ var (
 
 	typePromptCreated = bus.Type("prompt", "created")
 	typePromptIndexed = bus.Type("prompt", "indexed")
+	typeFeedback      = bus.Type("feedback", "submitted")
+	typePromptUsed    = bus.Type("prompt", "used")
 )
 
-// Subjects are the lab's filter subjects: its commands, and the prompt
-// events of its read model.
-var Subjects = []string{"experiment.requested.*", "experiment.cancelled.*", "prompt.created.*", "prompt.indexed.*"}
+// Subjects are the lab's filter subjects: its commands, and the prompt and
+// feedback events of its read models.
+var Subjects = []string{"experiment.requested.*", "experiment.cancelled.*", "prompt.created.*", "prompt.indexed.*",
+	"feedback.submitted.*", "prompt.used.*"}
 
 // ResultSubjects are the subjects of the lab's results.
 var ResultSubjects = []string{"experiment.started.*", "experiment.completed.*", "experiment.failed.*", "lab.rejected.*"}
@@ -109,6 +112,8 @@ type Lab struct {
 	// ending holds the result OnDone stored for a job, for AfterDone to
 	// send once it has committed.
 	ending sync.Map // job.Key -> event.Event
+	// indexed is signalled when a prompt.indexed is applied.
+	indexed signal
 }
 
 // New returns a lab over pool publishing through out. Run its Worker and
@@ -184,7 +189,8 @@ func NewConsumer(opts Options) app.Consumer {
 		}
 		werr := make(chan error, 1)
 		go func() { werr <- l.worker.Run(ctx) }()
-		return errors.Join(r.Run(ctx), <-werr)
+		sdone := l.startSchedule(ctx)
+		return errors.Join(r.Run(ctx), <-werr, <-sdone)
 	}}
 }
 

@@ -29,18 +29,23 @@ type querier interface {
 
 // promptCreated is the part of prompt.created the lab keeps.
 type promptCreated struct {
-	ID         string          `json:"id"`
-	Type       string          `json:"type"`
-	Content    string          `json:"content"`
-	Parameters []library.Param `json:"parameters"`
-	Metadata   json.RawMessage `json:"metadata"`
+	ID          string          `json:"id"`
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Tags        []string        `json:"tags"`
+	Author      string          `json:"author"`
+	Content     string          `json:"content"`
+	Parameters  []library.Param `json:"parameters"`
+	Metadata    json.RawMessage `json:"metadata"`
 }
 
 // promptIndexed is the part of prompt.indexed the lab keeps.
 type promptIndexed struct {
-	PromptID string   `json:"prompt_id"`
-	Version  int      `json:"version"`
-	Labels   []string `json:"labels"`
+	PromptID    string   `json:"prompt_id"`
+	Version     int      `json:"version"`
+	ContentHash string   `json:"content_hash"`
+	Labels      []string `json:"labels"`
 }
 
 // applyCreated stores a prompt.created's content under its event id.
@@ -62,10 +67,15 @@ func applyCreated(ctx context.Context, q querier, d *bus.Delivery) error {
 			schema = md.ResponseSchema
 		}
 	}
+	var tags []byte
+	if len(p.Tags) > 0 {
+		tags, _ = json.Marshal(p.Tags)
+	}
 	_, err = q.Exec(ctx, `
-		INSERT INTO lab_prompt_sources (tenant_id, event_id, prompt_id, content, parameters, response_schema)
-		VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb)
-		ON CONFLICT DO NOTHING`, d.Tenant, d.Event.ID(), p.ID, p.Content, string(params), nullJSON(schema))
+		INSERT INTO lab_prompt_sources (tenant_id, event_id, prompt_id, content, parameters, response_schema, type, name, description, tags, author)
+		VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, nullif($7, ''), nullif($8, ''), nullif($9, ''), $10::jsonb, nullif($11, ''))
+		ON CONFLICT DO NOTHING`, d.Tenant, d.Event.ID(), p.ID, p.Content, string(params), nullJSON(schema),
+		p.Type, p.Name, p.Description, nullJSON(tags), p.Author)
 	if err != nil {
 		return fmt.Errorf("store prompt.created: %w", err)
 	}
@@ -79,6 +89,9 @@ func applyIndexed(ctx context.Context, q querier, d *bus.Delivery) error {
 	var p promptIndexed
 	if err := json.Unmarshal(d.Event.Data(), &p); err != nil {
 		return bus.Permanentf("prompt.indexed data: %v", err)
+	}
+	if err := storeHash(ctx, q, d.Tenant, p); err != nil {
+		return err
 	}
 	cause, _ := d.Event.Extensions()[bus.ExtCausation].(string)
 	if cause != "" {

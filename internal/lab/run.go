@@ -50,6 +50,21 @@ func (l *Lab) run(ctx context.Context, j *job.Job) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
+	if l.llm == nil {
+		// Accepted by a copy with a model; this one has none.
+		return nil, bus.Unavailable(errors.New("no model configured on this lab copy"))
+	}
+	rctx, cancel := context.WithDeadlineCause(ctx, started.Add(s.Timeout), errTimeout)
+	defer cancel()
+	// A run from feedback makes its candidates first.
+	if s, err = l.prepare(rctx, j, s); err != nil {
+		var f *failure
+		if !errors.As(err, &f) && ctx.Err() == nil && errors.Is(context.Cause(rctx), errTimeout) {
+			return nil, bus.Permanent(&failure{code: "timeout",
+				err: fmt.Errorf("the experiment ran out of its %s (AGENTQ_LAB_TIMEOUT) while making its candidates", s.Timeout)})
+		}
+		return nil, err
+	}
 	steps, err := j.Steps(ctx)
 	if err != nil {
 		return nil, err
@@ -72,13 +87,6 @@ func (l *Lab) run(ctx context.Context, j *job.Job) (json.RawMessage, error) {
 	if err != nil {
 		return nil, bus.Permanent(&failure{code: "invalid", err: err})
 	}
-	if l.llm == nil {
-		// Accepted by a copy with a model; this one has none.
-		return nil, bus.Unavailable(errors.New("no model configured on this lab copy"))
-	}
-
-	rctx, cancel := context.WithDeadlineCause(ctx, started.Add(s.Timeout), errTimeout)
-	defer cancel()
 	if err := l.trials(rctx, j, e); err != nil {
 		if ctx.Err() == nil && errors.Is(context.Cause(rctx), errTimeout) {
 			return nil, bus.Permanent(&failure{code: "timeout",

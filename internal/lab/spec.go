@@ -30,6 +30,9 @@ type Spec struct {
 	Temperature  float64       `json:"temperature"`
 	Eval         Evaluation    `json:"evaluation"`
 	Timeout      time.Duration `json:"timeout"`
+	// Auto, for a run from feedback, is how the candidates are made:
+	// until they are, Versions holds the baseline alone.
+	Auto *AutoSpec `json:"auto,omitempty"`
 }
 
 // VersionSpec is one prompt version under test.
@@ -118,6 +121,9 @@ type request struct {
 	Temperature       *float64        `json:"temperature"`
 	Evaluation        evaluationIn    `json:"evaluation"`
 	Auto              json.RawMessage `json:"auto"`
+
+	auto *autoIn   // Auto read by checkAuto, defaults filled in
+	at   time.Time // the request's time: a run from feedback looks at nothing later
 }
 
 type evaluationIn struct {
@@ -183,9 +189,8 @@ func (l *Lab) checkRequest(r *request) (*Evaluation, *rejection) {
 	if r.Model == "" && o.Model == "" {
 		return nil, reject(ReasonNoModel, nil, "the request names no model and AGENTQ_LLM_MODEL is empty: name one in model")
 	}
-	if len(r.Auto) > 0 && string(r.Auto) != "null" {
-		return nil, reject(ReasonUnsupported, nil,
-			"auto mode (candidates generated from negative feedback) is not available in this version of the lab: give candidate_versions and test_queries")
+	if rej := l.checkAuto(r); rej != nil {
+		return nil, rej
 	}
 	over := func(what string, got, limit int, setting string) *rejection {
 		return reject(ReasonOverLimit, map[string]any{"limit": limit, "got": got, "setting": setting},
@@ -194,7 +199,7 @@ func (l *Lab) checkRequest(r *request) (*Evaluation, *rejection) {
 	if n := len(r.TestQueries); n > o.Lab.MaxQueries {
 		return nil, over("test queries", n, o.Lab.MaxQueries, "AGENTQ_LAB_MAX_QUERIES")
 	}
-	if len(r.TestQueries) == 0 {
+	if len(r.TestQueries) == 0 && r.auto == nil {
 		return nil, reject(ReasonInvalid, nil, "the request has no test queries")
 	}
 	if n := 1 + len(r.CandidateVersions); n > o.Lab.MaxVersions {
