@@ -124,8 +124,8 @@ type Handler struct {
 	pub    *bus.Publisher
 	schema bus.Validator
 	auth   Authenticator
-	o    Options
-	mux  *http.ServeMux
+	o      Options
+	mux    *http.ServeMux
 
 	events   *prometheus.CounterVec
 	requests *prometheus.CounterVec
