@@ -159,7 +159,8 @@ const devTenant = "demo"
 
 // devToken returns the dev token and the file a client reads it from: the
 // one already saved (in the --data directory first), so clients keep
-// working across restarts, else a new one.
+// working across restarts, else a new one. A token that could not be saved
+// anywhere still serves, with path "" and the reason in err.
 func devToken(e Env, dataDir string) (token, path string, err error) {
 	paths := []string{filepath.Join(filepath.Dir(devStatePath(e, "")), devTokenFile)}
 	if dataDir != "" {
@@ -177,16 +178,17 @@ func devToken(e Env, dataDir string) (token, path string, err error) {
 			return "", "", err
 		}
 	}
+	var errs []error
 	for _, p := range paths {
 		// 0600, as the state file: the token is a credential.
 		if werr := writeFileAtomic(p, []byte(token+"\n")); werr != nil {
-			err = errors.Join(err, fmt.Errorf("dev token: %w", werr))
+			errs = append(errs, werr)
 			continue
 		}
 		path = p
 	}
 	if path == "" {
-		return "", "", err
+		return token, "", fmt.Errorf("dev token not saved: %w", errors.Join(errs...))
 	}
 	return token, path, nil
 }
@@ -206,15 +208,20 @@ func devIngest(ctx context.Context, e Env, cfg config.Config, dataDir string, ln
 		banner = fmt.Sprintf("(CloudEvents over HTTP; bearer tokens from %s)", cfg.TokenFile)
 	} else {
 		token, path, err := devToken(e, dataDir)
-		if err != nil {
+		if token == "" {
 			return nil, "", err
+		}
+		saved := "saved in " + path
+		if path == "" {
+			log.Warn().Err(err).Msg("clients must take the dev token from the banner")
+			saved = "not saved"
 		}
 		t, err := auth.Parse(strings.NewReader(devTenant + " " + token))
 		if err != nil {
 			return nil, "", err
 		}
 		authn = t
-		banner = fmt.Sprintf("(CloudEvents over HTTP; tenant %s, bearer token %s, saved in %s)", devTenant, token, path)
+		banner = fmt.Sprintf("(CloudEvents over HTTP; tenant %s, bearer token %s, %s)", devTenant, token, saved)
 	}
 	nc, err := ingest.Connect(cfg.NATSURL, "agentq-dev-ingest", log)
 	if err != nil {

@@ -360,16 +360,12 @@ func Load(getenv func(string) string) (Config, error) {
 		InboxRetention:    dur("AGENTQ_INBOX_RETENTION"),
 		IndexerWriters:    num("AGENTQ_INDEXER_WRITERS"),
 		TokenFile:         get("AGENTQ_TOKEN_FILE"),
-		Ingest: Ingest{
-			Addr: get("AGENTQ_INGEST_ADDR"), MaxBody: num("AGENTQ_INGEST_MAX_BODY"),
-			MaxBatch: num("AGENTQ_INGEST_MAX_BATCH"), AckTimeout: dur("AGENTQ_INGEST_ACK_TIMEOUT"),
-		},
-		RelayInterval:    dur("AGENTQ_OUTBOX_RELAY_INTERVAL"),
-		RelayMinAge:      dur("AGENTQ_OUTBOX_RELAY_MIN_AGE"),
-		DataDir:          get("AGENTQ_DATA_DIR"),
-		NATSListen:       get("AGENTQ_NATS_LISTEN"),
-		PGliteDir:        get("AGENTQ_PGLITE_DIR"),
-		EmbedSentenceDir: get("AGENTQ_EMBED_SENTENCE_DIR"),
+		RelayInterval:     dur("AGENTQ_OUTBOX_RELAY_INTERVAL"),
+		RelayMinAge:       dur("AGENTQ_OUTBOX_RELAY_MIN_AGE"),
+		DataDir:           get("AGENTQ_DATA_DIR"),
+		NATSListen:        get("AGENTQ_NATS_LISTEN"),
+		PGliteDir:         get("AGENTQ_PGLITE_DIR"),
+		EmbedSentenceDir:  get("AGENTQ_EMBED_SENTENCE_DIR"),
 		LLM: Provider{BaseURL: get("AGENTQ_LLM_BASE_URL"), Model: get("AGENTQ_LLM_MODEL"), APIKey: get("AGENTQ_LLM_API_KEY"),
 			MaxRPS: float("AGENTQ_LLM_MAX_RPS"), MaxRetries: num("AGENTQ_LLM_MAX_RETRIES")},
 		Embed: Provider{BaseURL: get("AGENTQ_EMBED_BASE_URL"), Model: get("AGENTQ_EMBED_MODEL"), APIKey: get("AGENTQ_EMBED_API_KEY"),
@@ -418,6 +414,10 @@ func Load(getenv func(string) string) (Config, error) {
 			OffenceDecay: dur("AGENTQ_DEGRADE_OFFENCE_DECAY"), Probation: dur("AGENTQ_DEGRADE_PROBATION"),
 			MaxQuarantinedShare: float("AGENTQ_DEGRADE_MAX_QUARANTINED_SHARE"),
 			Poll:                dur("AGENTQ_DEGRADE_POLL"), TimerEvery: dur("AGENTQ_DEGRADE_TIMER_EVERY"),
+		},
+		Ingest: Ingest{
+			Addr: get("AGENTQ_INGEST_ADDR"), MaxBody: num("AGENTQ_INGEST_MAX_BODY"),
+			MaxBatch: num("AGENTQ_INGEST_MAX_BATCH"), AckTimeout: dur("AGENTQ_INGEST_ACK_TIMEOUT"),
 		},
 	}
 	if c.MetricsAddr == "off" {
