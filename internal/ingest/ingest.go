@@ -465,7 +465,7 @@ func (h *Handler) publish(ctx context.Context, items []*item) {
 		case err == nil:
 			it.fut = fut
 		case bus.IsPermanent(err):
-			it.res.Status, it.res.Reason, it.res.Error = StatusRejected, refusalReason(err), oneLine(err.Error())
+			it.res.Status, it.res.Reason, it.res.Error = StatusRejected, refusalReason(err), oneLine(refusal(err).Error())
 		case errors.Is(err, nats.ErrMaxPayload):
 			it.res.Status, it.res.Reason, it.res.Error = StatusRejected, ReasonOversize, "the event is larger than the NATS server accepts"
 		default:
@@ -537,6 +537,16 @@ func refusalReason(err error) string {
 	return ReasonDecode
 }
 
+// refusal is the part of a publisher's error that says what is wrong: the
+// result already names the event.
+func refusal(err error) error {
+	var verr *schemas.ValidationError
+	if errors.As(err, &verr) {
+		return verr
+	}
+	return err
+}
+
 // answer writes the per-event results with the status they add up to.
 func (h *Handler) answer(w http.ResponseWriter, tenant string, items []*item) {
 	resp := Response{Results: make([]Result, len(items))}
@@ -567,22 +577,28 @@ func (h *Handler) answer(w http.ResponseWriter, tenant string, items []*item) {
 	case resp.Unavailable+resp.Unconfirmed > 0:
 		code = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", retryAfter)
-		resp.Message = fmt.Sprintf("JetStream did not take %d of %d events (%d not stored, %d unconfirmed); %d are stored. "+
-			"Send the events marked unavailable or unconfirmed again, with the same ids, after Retry-After: a stored id is not stored twice.",
-			resp.Unavailable+resp.Unconfirmed, len(items), resp.Unavailable, resp.Unconfirmed, stored)
+		resp.Message = fmt.Sprintf("JetStream did not take %s of %d (%d not stored, %d unconfirmed); %d stored. "+
+			"Send the events marked unavailable or unconfirmed again, with the same ids, after Retry-After: an id already stored is not stored twice.",
+			events(resp.Unavailable+resp.Unconfirmed), len(items), resp.Unavailable, resp.Unconfirmed, stored)
 		if resp.Rejected > 0 {
-			resp.Message += fmt.Sprintf(" %d were refused (see their errors) and will be refused again.", resp.Rejected)
+			resp.Message += fmt.Sprintf(" %s refused (see their errors): sending them again will not help.", events(resp.Rejected))
 		}
 	case resp.Rejected > 0:
 		code = http.StatusBadRequest
 		if oversize == len(items) {
 			code = http.StatusRequestEntityTooLarge
 		}
-		resp.Message = fmt.Sprintf("%d of %d events were refused (see their errors); the other %d were published all the same.", resp.Rejected, len(items), stored)
+		if stored == 0 {
+			resp.Message = fmt.Sprintf("%s refused (see the errors); nothing stored.", events(resp.Rejected))
+		} else {
+			resp.Message = fmt.Sprintf("%d of %d events refused (see their errors); the other %d stored all the same.", resp.Rejected, len(items), stored)
+		}
+	case resp.Duplicate > 0 && resp.Accepted == 0:
+		resp.Message = fmt.Sprintf("%s already stored (same tenant and id): nothing stored again.", events(resp.Duplicate))
 	case resp.Duplicate > 0:
-		resp.Message = fmt.Sprintf("%d events stored; %d were already stored (same tenant and id) and were not stored again.", resp.Accepted, resp.Duplicate)
+		resp.Message = fmt.Sprintf("%s stored; %d already stored (same tenant and id), not stored again.", events(resp.Accepted), resp.Duplicate)
 	default:
-		resp.Message = fmt.Sprintf("%d events stored.", resp.Accepted)
+		resp.Message = events(resp.Accepted) + " stored."
 	}
 	ev := h.o.Log.Debug()
 	if code == http.StatusServiceUnavailable {
@@ -601,7 +617,17 @@ func (h *Handler) write(w http.ResponseWriter, code int, body any) {
 	h.requests.WithLabelValues(strconv.Itoa(code)).Inc()
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(body)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // errors quote <token> and input as they are
+	_ = enc.Encode(body)
+}
+
+// events is "1 event" or "n events".
+func events(n int) string {
+	if n == 1 {
+		return "1 event"
+	}
+	return fmt.Sprintf("%d events", n)
 }
 
 func rejected(index int, reason, msg string) Result {

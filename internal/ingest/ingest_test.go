@@ -265,11 +265,10 @@ func TestBatchWithInvalidMembers(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, a.code, a.body)
 	require.Equal(t, 2, a.resp.Accepted)
 	require.Equal(t, 7, a.resp.Rejected)
-	require.Contains(t, a.resp.Message, "7 of 9 events were refused")
-	require.Contains(t, a.resp.Message, "the other 2 were published all the same")
+	require.Equal(t, "7 of 9 events refused (see their errors); the other 2 stored all the same.", a.resp.Message)
 	want := []struct{ status, reason, err string }{
 		{ingest.StatusAccepted, "", ""},
-		{ingest.StatusRejected, ingest.ReasonSchema, "/success: got string, want boolean"},
+		{ingest.StatusRejected, ingest.ReasonSchema, "data does not match agentq.tool.executed.v1: /success: got string, want boolean; /tool_name: missing"},
 		{ingest.StatusRejected, ingest.ReasonTenantMismatch, `tenantid "someone-else" is not the tenant of the token (` + s.tenant + `)`},
 		{ingest.StatusRejected, ingest.ReasonNotInput, "agentq.quality.changed.v1 is a result agentq publishes, not an input"},
 		{ingest.StatusRejected, ingest.ReasonUnknownType, `type "agentq.tool.exploded.v1" is not an agentq input event`},
@@ -343,7 +342,7 @@ func TestRetriedPost(t *testing.T) {
 	require.Equal(t, 1, again.resp.Duplicate)
 	require.Equal(t, ingest.StatusDuplicate, again.resp.Results[0].Status)
 	require.Equal(t, first.resp.Results[0].Seq, again.resp.Results[0].Seq)
-	require.Contains(t, again.resp.Message, "1 were already stored")
+	require.Equal(t, "1 event already stored (same tenant and id): nothing stored again.", again.resp.Message)
 
 	evs := []event.Event{newEvent(t, "", nil), newEvent(t, "", nil), newEvent(t, "", nil)}
 	batch := s.batch(t, evs...)
@@ -355,6 +354,7 @@ func TestRetriedPost(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, again.code, again.body)
 	require.Equal(t, 1, again.resp.Accepted)
 	require.Equal(t, 3, again.resp.Duplicate)
+	require.Equal(t, "1 event stored; 3 already stored (same tenant and id), not stored again.", again.resp.Message)
 	for i := range 3 {
 		require.Equal(t, ingest.StatusDuplicate, again.resp.Results[i].Status)
 		require.Equal(t, first.resp.Results[i].Seq, again.resp.Results[i].Seq)
@@ -442,7 +442,7 @@ func TestStreamRemoved(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, a.code, a.body)
 	require.Equal(t, "2", a.hdr.Get("Retry-After"))
 	require.Equal(t, 3, a.resp.Unavailable)
-	require.Contains(t, a.resp.Message, "0 are stored")
+	require.Contains(t, a.resp.Message, "JetStream did not take 3 events of 3 (3 not stored, 0 unconfirmed); 0 stored.")
 	for _, r := range a.resp.Results {
 		require.Equal(t, ingest.StatusUnavailable, r.Status)
 		require.Contains(t, r.Error, "not stored")
@@ -475,7 +475,7 @@ func TestPartlyStored(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, a.code, a.body)
 	require.Equal(t, []string{ingest.StatusAccepted, ingest.StatusUnavailable, ingest.StatusAccepted},
 		[]string{a.resp.Results[0].Status, a.resp.Results[1].Status, a.resp.Results[2].Status})
-	require.Contains(t, a.resp.Message, "2 are stored")
+	require.Contains(t, a.resp.Message, "JetStream did not take 1 event of 3 (1 not stored, 0 unconfirmed); 2 stored.")
 	require.Len(t, stored(t, s.nats.JS), 2)
 
 	require.NoError(t, bus.EnsureStreams(ctx, s.nats.JS, bus.StreamOptions{}))
