@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,7 +42,25 @@ type stack struct {
 	url    string
 	tenant string
 	token  string
-	log    *bytes.Buffer
+	log    *lockedBuffer
+}
+
+// lockedBuffer is a log the endpoint's goroutines may write at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func start(t *testing.T, opts ...func(*ingest.Options)) *stack {
@@ -52,7 +71,7 @@ func start(t *testing.T, opts ...func(*ingest.Options)) *stack {
 
 func startOn(t *testing.T, n *testenv.NATS, opts ...func(*ingest.Options)) *stack {
 	t.Helper()
-	s := &stack{nats: n, tenant: testenv.Tenant(t), log: &bytes.Buffer{}}
+	s := &stack{nats: n, tenant: testenv.Tenant(t), log: &lockedBuffer{}}
 	token, line, err := auth.New(s.tenant)
 	require.NoError(t, err)
 	s.token = token
