@@ -206,15 +206,27 @@ func (h *Handler) healthz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = io.WriteString(w, "ok\n")
 }
 
-// options answers the CloudEvents HTTP webhook spec's abuse-protection
-// handshake, so senders that validate an endpoint first (Azure Event Grid
-// and others) can deliver to this one. Any origin may deliver: every POST
-// is authenticated by its token.
+// options answers two handshakes. The CloudEvents HTTP webhook spec's
+// abuse protection, so senders that validate an endpoint first (Azure
+// Event Grid and others) can deliver to this one; and a browser's CORS
+// preflight, so agents in web pages can post. Any origin may do both:
+// every POST is authenticated by a token the client sends itself, never by
+// a cookie a browser would add on its own.
 func (h *Handler) options(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Allow", "POST, OPTIONS")
 	if origin := r.Header.Get("WebHook-Request-Origin"); origin != "" {
 		w.Header().Set("WebHook-Allowed-Origin", origin)
 		w.Header().Set("WebHook-Allowed-Rate", "*")
+	}
+	if r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != "" {
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		w.Header().Set("Access-Control-Allow-Methods", "POST")
+		// Authorization is never covered by a wildcard: name what was asked
+		// (the ce- headers of binary mode among them).
+		if hs := r.Header.Get("Access-Control-Request-Headers"); hs != "" {
+			w.Header().Set("Access-Control-Allow-Headers", hs)
+		}
+		w.Header().Set("Access-Control-Max-Age", "600")
 	}
 	w.WriteHeader(http.StatusOK)
 }
@@ -616,6 +628,9 @@ func (h *Handler) fail(w http.ResponseWriter, code int, name, msg string) {
 func (h *Handler) write(w http.ResponseWriter, code int, body any) {
 	h.requests.WithLabelValues(strconv.Itoa(code)).Inc()
 	w.Header().Set("Content-Type", "application/json")
+	// Browsers let a page read the answer (see options).
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	w.Header().Set("Access-Control-Expose-Headers", "Retry-After, WWW-Authenticate")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false) // errors quote <token> and input as they are

@@ -442,6 +442,21 @@ func TestRequestShapes(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	require.Equal(t, "eventemitter.example.com", res.Header.Get("WebHook-Allowed-Origin"))
 
+	// A browser's preflight, and the answer it may then read.
+	req, err = http.NewRequest(http.MethodOptions, s.url, nil)
+	require.NoError(t, err)
+	req.Header.Set("Origin", "https://agent.example.com")
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	req.Header.Set("Access-Control-Request-Headers", "authorization, content-type, ce-id")
+	res, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, "*", res.Header.Get("Access-Control-Allow-Origin"))
+	require.Equal(t, "POST", res.Header.Get("Access-Control-Allow-Methods"))
+	require.Equal(t, "authorization, content-type, ce-id", res.Header.Get("Access-Control-Allow-Headers"))
+	require.Equal(t, "*", a.hdr.Get("Access-Control-Allow-Origin"))
+
 	res, err = http.Get(s.url)
 	require.NoError(t, err)
 	res.Body.Close()
