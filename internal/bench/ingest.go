@@ -364,8 +364,12 @@ func postBatches(ctx context.Context, client *http.Client, url, token string, ba
 			return err
 		}
 		defer res.Body.Close()
+		raw, err := io.ReadAll(res.Body) // to the end, so the connection is reused
+		if err != nil {
+			return err
+		}
 		var answer ingest.Response
-		if err := json.NewDecoder(res.Body).Decode(&answer); err != nil {
+		if err := json.Unmarshal(raw, &answer); err != nil {
 			return fmt.Errorf("%s: %w", res.Status, err)
 		}
 		if res.StatusCode != http.StatusAccepted || answer.Accepted != len(b) {

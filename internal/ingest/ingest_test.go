@@ -63,13 +63,13 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func start(t *testing.T, opts ...func(*ingest.Options)) *stack {
+func start(t testing.TB, opts ...func(*ingest.Options)) *stack {
 	t.Helper()
 	n := testenv.StartNATS(t)
 	return startOn(t, n, opts...)
 }
 
-func startOn(t *testing.T, n *testenv.NATS, opts ...func(*ingest.Options)) *stack {
+func startOn(t testing.TB, n *testenv.NATS, opts ...func(*ingest.Options)) *stack {
 	t.Helper()
 	s := &stack{nats: n, tenant: testenv.Tenant(t), log: &lockedBuffer{}}
 	token, line, err := auth.New(s.tenant)
@@ -608,4 +608,36 @@ func TestInputTypesAreTheContractsInputs(t *testing.T) {
 	for _, typ := range ingest.InputTypes {
 		require.True(t, reg.Has(typ), typ)
 	}
+}
+
+// BenchmarkPostBatch posts batches of 100 tool.executed events and waits
+// for each answer: CPU per event of the endpoint and the embedded server
+// (`agentq bench ingest` measures it against its anchors).
+func BenchmarkPostBatch(b *testing.B) {
+	s := start(b)
+	out := strings.Repeat("Result excerpt of a web search, as agents report it. ", 4)
+	bodies := make([][]byte, b.N)
+	for i := range bodies {
+		var batch []map[string]any
+		for j := range 100 {
+			batch = append(batch, map[string]any{"specversion": "1.0", "id": uuid.NewString(), "source": "bench", "type": executed,
+				"data": map[string]any{"tool_name": "web_search", "success": j%10 != 0, "latency_ms": 120, "input": map[string]any{"query": "weather in Paris"}, "output": out}})
+		}
+		raw, err := json.Marshal(batch)
+		require.NoError(b, err)
+		bodies[i] = raw
+	}
+	client := &http.Client{}
+	b.ResetTimer()
+	for i := range b.N {
+		req, _ := http.NewRequest(http.MethodPost, s.url, bytes.NewReader(bodies[i]))
+		req.Header.Set("Content-Type", "application/cloudevents-batch+json")
+		req.Header.Set("Authorization", "Bearer "+s.token)
+		res, err := client.Do(req)
+		require.NoError(b, err)
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		require.Equal(b, http.StatusAccepted, res.StatusCode)
+	}
+	b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "events/s")
 }
