@@ -44,7 +44,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/cloudevents/sdk-go/v2/binding"
-	"github.com/cloudevents/sdk-go/v2/binding/format"
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/nats-io/nats.go"
@@ -395,14 +394,16 @@ func batchError(err error) error {
 	return fmt.Errorf("a batch is a JSON array of structured CloudEvents: %s", oneLine(err.Error()))
 }
 
-// unmarshalEvent reads one structured event with the SDK's JSON format.
+// unmarshalEvent reads one structured event as the SDK's JSON format does
+// (format.JSON.Unmarshal), less its check that raw is JSON: the batch's
+// decoder made sure of that.
 func unmarshalEvent(raw []byte, ev *event.Event) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("undecodable: %v", p)
 		}
 	}()
-	return format.JSON.Unmarshal(raw, ev)
+	return ev.UnmarshalJSON(raw)
 }
 
 // check refuses what agentq publish would refuse before the schema (which
