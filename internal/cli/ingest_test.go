@@ -105,11 +105,39 @@ func waitQualityChanged(t *testing.T, ctx context.Context, natsURL, tenant, id s
 	return nil
 }
 
+// agentq dev without AGENTQ_TOKEN_FILE serves the endpoint with one
+// token, for tenant demo, printed with it and saved beside the state file.
 // A structured event POSTed to agentq ingest, as curl sends the README's
-// example, is counted by the scorer of a running agentq dev; a token added
-// to the file while it runs works within seconds.
-func TestIngestCommandEndToEnd(t *testing.T) {
-	ctx, _, natsURL, _ := devOnTestDatabase(t)
+// example, is counted by the scorer of that agentq dev; a token added to
+// the file while it runs works within seconds.
+func TestIngestEndToEnd(t *testing.T) {
+	cache := t.TempDir()
+	env := map[string]string{"AGENTQ_DATABASE_URL": testenv.DatabaseURL(t), "AGENTQ_METRICS_ADDR": "off", "AGENTQ_LOG_LEVEL": "warn", "XDG_CACHE_HOME": cache}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	natsURL, banner, stopDev := startDevBanner(t, ctx, env)
+	defer stopDev()
+
+	m := regexp.MustCompile(`(?m)^  ingest     (http://\S+)   \(CloudEvents over HTTP; tenant demo, bearer token (\S+), saved in (\S+)\)$`).FindStringSubmatch(banner)
+	require.NotNil(t, m, banner)
+	devURL, devToken, path := m[1], m[2], m[3]
+	require.Equal(t, filepath.Join(cache, "agentq", "dev-token"), path)
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, devToken+"\n", string(raw))
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+	foreign := `{"specversion":"1.0","id":"x1","source":"t","type":"agentq.tool.executed.v1","tenantid":"` + testenv.Tenant(t) + `","data":{"tool_name":"x","success":true}}`
+	code, _, answer := post(t, devURL, "", "application/cloudevents+json", foreign)
+	require.Equal(t, http.StatusUnauthorized, code, answer)
+	// The dev token's tenant is demo: an event of another tenant is
+	// refused (and nothing lands in the shared test database's demo).
+	code, resp, answer := post(t, devURL, devToken, "application/cloudevents+json", foreign)
+	require.Equal(t, http.StatusBadRequest, code, answer)
+	require.Equal(t, ingest.ReasonTenantMismatch, resp.Results[0].Reason)
+	require.Contains(t, resp.Results[0].Error, "is not the tenant of the token (demo)")
+
 	tenant := testenv.Tenant(t)
 	token, line, err := auth.New(tenant)
 	require.NoError(t, err)
@@ -120,9 +148,10 @@ func TestIngestCommandEndToEnd(t *testing.T) {
 	})
 	defer stop()
 
-	body := `{"specversion":"1.0","id":"call-0001","source":"my-agent","type":"agentq.tool.executed.v1","data":{"tool_name":"pdf_extract","success":true,"latency_ms":340}}`
-	code, resp, raw := post(t, url, token, "application/cloudevents+json", body)
-	require.Equal(t, http.StatusAccepted, code, raw)
+	// The README's example.
+	event := `{"specversion":"1.0","id":"call-0001","source":"my-agent","type":"agentq.tool.executed.v1","data":{"tool_name":"pdf_extract","success":true,"latency_ms":340}}`
+	code, resp, answer = post(t, url, token, "application/cloudevents+json", event)
+	require.Equal(t, http.StatusAccepted, code, answer)
 	require.Equal(t, ingest.Result{Index: 0, ID: "call-0001", Type: "agentq.tool.executed.v1", Status: ingest.StatusAccepted, Stream: bus.StreamName, Seq: resp.Results[0].Seq}, resp.Results[0])
 	data := waitQualityChanged(t, ctx, natsURL, tenant, "call-0001")
 	require.Equal(t, "pdf_extract", data["tool_name"])
@@ -130,8 +159,8 @@ func TestIngestCommandEndToEnd(t *testing.T) {
 	require.EqualValues(t, 1, data["success_rate"])
 
 	// Sent again: stored once, counted once.
-	code, resp, raw = post(t, url, token, "application/cloudevents+json", body)
-	require.Equal(t, http.StatusAccepted, code, raw)
+	code, resp, answer = post(t, url, token, "application/cloudevents+json", event)
+	require.Equal(t, http.StatusAccepted, code, answer)
 	require.Equal(t, ingest.StatusDuplicate, resp.Results[0].Status)
 
 	// A token added to the file is honoured without a restart.
@@ -140,7 +169,7 @@ func TestIngestCommandEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(file, []byte(line+"\n"+line2+"\n"), 0o600))
 	testenv.Eventually(t, 10*time.Second, func() bool {
-		code, _, _ := post(t, url, token2, "application/cloudevents+json", strings.Replace(body, "call-0001", "call-0002", 1))
+		code, _, _ := post(t, url, token2, "application/cloudevents+json", strings.Replace(event, "call-0001", "call-0002", 1))
 		return code == http.StatusAccepted
 	}, "the new token works")
 }
@@ -151,35 +180,4 @@ func TestIngestNeedsTokens(t *testing.T) {
 	code, _, errOut := run(context.Background(), map[string]string{"AGENTQ_NATS_URL": "nats://127.0.0.1:1"}, "", "ingest")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "AGENTQ_TOKEN_FILE is not set, so every request would be refused")
-}
-
-// agentq dev without AGENTQ_TOKEN_FILE grants one token, to tenant demo,
-// prints it with the endpoint, and saves it beside the state file.
-func TestDevIngestToken(t *testing.T) {
-	cache := t.TempDir()
-	env := map[string]string{"AGENTQ_DATABASE_URL": testenv.DatabaseURL(t), "AGENTQ_METRICS_ADDR": "off", "AGENTQ_LOG_LEVEL": "warn", "XDG_CACHE_HOME": cache}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	_, banner, stop := startDevBanner(t, ctx, env)
-	defer stop()
-	m := regexp.MustCompile(`(?m)^  ingest     (http://\S+)   \(CloudEvents over HTTP; tenant demo, bearer token (\S+), saved in (\S+)\)$`).FindStringSubmatch(banner)
-	require.NotNil(t, m, banner)
-	url, token, path := m[1], m[2], m[3]
-	require.Equal(t, filepath.Join(cache, "agentq", "dev-token"), path)
-	raw, err := os.ReadFile(path)
-	require.NoError(t, err)
-	require.Equal(t, token+"\n", string(raw))
-	info, err := os.Stat(path)
-	require.NoError(t, err)
-	require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
-
-	event := `{"specversion":"1.0","id":"x1","source":"t","type":"agentq.tool.executed.v1","tenantid":"` + testenv.Tenant(t) + `","data":{"tool_name":"x","success":true}}`
-	code, _, body := post(t, url, "", "application/cloudevents+json", event)
-	require.Equal(t, http.StatusUnauthorized, code, body)
-	// The token's tenant is demo: an event of another tenant is refused
-	// (and nothing lands in the shared test database's demo).
-	code, resp, body := post(t, url, token, "application/cloudevents+json", event)
-	require.Equal(t, http.StatusBadRequest, code, body)
-	require.Equal(t, ingest.ReasonTenantMismatch, resp.Results[0].Reason)
-	require.Contains(t, resp.Results[0].Error, "is not the tenant of the token (demo)")
 }
