@@ -49,7 +49,7 @@ test: prereqs-race deps vet
 	# outages, backoffs and deadlines, not computing; four packages at once
 	# keep a 2-core machine busy and CI within 15 minutes.
 	$(GO) test -count=1 -p 4 -timeout 20m ./...
-	$(GO) test -count=1 -race -timeout 10m ./internal/chat/ ./internal/bus/ ./schemas/ ./internal/service/ ./internal/job/ ./internal/provider/... ./internal/library/ ./internal/search/ ./internal/embed/...
+	$(GO) test -count=1 -race -timeout 10m ./internal/chat/ ./internal/bus/ ./schemas/ ./internal/service/ ./internal/job/ ./internal/provider/... ./internal/library/ ./internal/search/ ./internal/embed/... ./internal/ingest/
 	$(MAKE) fuzz
 
 # Short fuzzing runs of the decoders that take outside input, a search

@@ -93,3 +93,8 @@ func (p *Publisher) encode(ev event.Event) (*nats.Msg, error) {
 // asyncStall bounds how long PublishAsync waits for room in a full async
 // window before it fails.
 const asyncStall = 30 * time.Second
+
+// IsJSONContentType reports whether a datacontenttype announces JSON
+// (application/json, text/json, any +json type; none means JSON too), the
+// only data agentq's events carry.
+func IsJSONContentType(ct string) bool { return isJSON(ct) }

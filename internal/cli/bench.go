@@ -69,6 +69,9 @@ func runBench(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger,
 	if len(args) > 0 && args[0] == "client" {
 		return runBenchClient(ctx, e, cfg, log, args[1:])
 	}
+	if len(args) > 0 && args[0] == "ingest" {
+		return runBenchIngest(ctx, e, cfg, log, args[1:])
+	}
 	fs := flags("bench", e)
 	n := fs.Int("events", 20000, "events per phase")
 	rounds := fs.Int("rounds", 3, "rounds of raw + scorer; medians are reported")

@@ -57,10 +57,16 @@ var noDevState = filepath.Join(os.TempDir(), "agentq-cli-test-no-such-cache")
 // getenv reads env, with XDG_CACHE_HOME defaulting to cache.
 func getenv(env map[string]string, cache string) func(string) string {
 	return func(k string) string {
-		if v, ok := env[k]; ok || k != "XDG_CACHE_HOME" {
+		if v, ok := env[k]; ok {
 			return v
 		}
-		return cache
+		switch k {
+		case "XDG_CACHE_HOME":
+			return cache
+		case "AGENTQ_INGEST_ADDR":
+			return "127.0.0.1:0" // agentq devs of parallel tests must not share a port
+		}
+		return ""
 	}
 }
 

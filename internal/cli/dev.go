@@ -25,6 +25,7 @@ import (
 	"github.com/agentq/agentq/internal/devdb"
 	"github.com/agentq/agentq/internal/health"
 	"github.com/agentq/agentq/internal/indexer"
+	"github.com/agentq/agentq/internal/ingest"
 	"github.com/agentq/agentq/internal/lab"
 	"github.com/agentq/agentq/internal/quality"
 	"github.com/agentq/agentq/internal/rating"
@@ -35,7 +36,7 @@ import (
 var Consumers = []app.Consumer{indexer.Consumer, quality.Consumer, rating.Consumer, health.Consumer, webhook.Consumer, lab.Consumer}
 
 func init() {
-	register("dev", "run everything in one process: embedded NATS, dev database, migrations, all consumers", runDev)
+	register("dev", "run everything in one process: embedded NATS, dev database, migrations, all consumers, the HTTP ingest endpoint", runDev)
 	describe("dev", "[--data DIR] [--nats-listen HOST:PORT]", `Runs an embedded NATS server with JetStream, the PGlite dev database (unless
 AGENTQ_DATABASE_URL is set), migrations and every consumer in one process,
 until Ctrl-C. While it runs, the other agentq commands in another terminal
@@ -43,7 +44,12 @@ find it by itself: it leaves its NATS and database URLs in a state file,
 dev.json in the user's cache directory (and in the --data directory), removed
 on exit. A --data directory is locked while agentq dev runs on it: a second
 instance on the same directory is refused (it would share the NATS store and
-the database), and the lock goes with the process, however it ends.`)
+the database), and the lock goes with the process, however it ends.
+
+It also serves the CloudEvents-over-HTTP endpoint of agentq ingest at
+AGENTQ_INGEST_ADDR (off: none). Without AGENTQ_TOKEN_FILE it grants one
+token, to tenant demo, printed at start and kept in dev-token beside the
+state file (and in the --data directory), reused at the next start.`)
 }
 
 func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
@@ -103,6 +109,13 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
 		}
 		defer metricsLn.Close() // no-op once the server has shut down
 	}
+	var ingestLn net.Listener
+	if cfg.Ingest.Addr != "" {
+		if ingestLn, err = net.Listen("tcp", cfg.Ingest.Addr); err != nil {
+			return fmt.Errorf("ingest address %s is not available (%v)%s: set AGENTQ_INGEST_ADDR to a free host:port, or AGENTQ_INGEST_ADDR=off to run without the HTTP endpoint", cfg.Ingest.Addr, err, other)
+		}
+		defer ingestLn.Close()
+	}
 
 	dir, persistent := *data, *data != ""
 	if !persistent {
@@ -161,6 +174,15 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
 		stop := serveMetrics(metricsLn, d, log)
 		defer stop()
 	}
+	ingestLine := "off"
+	if ingestLn != nil {
+		stop, about, err := devIngest(ctx, e, cfg, dirIf(persistent, dir), ingestLn, d.Schemas, d.Registry, log)
+		if err != nil {
+			return interrupted(err)
+		}
+		defer stop()
+		ingestLine = ingest.URL(ingestLn.Addr().String()) + "   " + about
+	}
 
 	statePath := devStatePath(e, "") + " (agentq commands in other terminals use this instance)"
 	removeState, err := writeDevState(e, dirIf(persistent, dir), devState{
@@ -198,12 +220,13 @@ func runDev(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
   data       %s
   consumers  %v
   metrics    %s
+  ingest     %s
   state      %s
 
 Try it, in another terminal:
   %s tail quality.changed.demo tool.rated.demo &
   %s publish --tenant demo --type tool.executed --data '{"tool_name":"web_search","success":true,"latency_ms":120,"input":{"query":"weather in Paris"},"output":"Paris: 21°C, sunny"}'
-`, cfg.NATSURL, dbWhere, where, names, metricsURL(cfg.MetricsAddr), statePath, prefix, prefix)
+`, cfg.NATSURL, dbWhere, where, names, metricsURL(cfg.MetricsAddr), ingestLine, statePath, prefix, prefix)
 	err = app.Run(ctx, d, Consumers...)
 	fmt.Fprintln(e.Stdout, "agentq dev stopped.")
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/auth"
 	"github.com/agentq/agentq/internal/testenv"
 )
 
@@ -51,13 +52,29 @@ func TestReadmeTryItRuns(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	require.NoError(t, os.Symlink(filepath.Join(root, "examples"), filepath.Join(dir, "examples")))
 
-	ctx, env, _, client := devOnTestDatabase(t)
+	// The ingest endpoint's token is the test tenant's, in a file of its
+	// own: the dev token is for demo.
 	tenant := testenv.Tenant(t)
-	environ := append(os.Environ(), "AGENTQ_NATS_URL="+client["AGENTQ_NATS_URL"], "AGENTQ_DATABASE_URL="+env["AGENTQ_DATABASE_URL"],
+	token, line, err := auth.New(tenant)
+	require.NoError(t, err)
+	tokens, tokenFile := filepath.Join(dir, "tokens"), filepath.Join(dir, "dev-token")
+	require.NoError(t, os.WriteFile(tokens, []byte(line+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(tokenFile, []byte(token+"\n"), 0o600))
+	env := map[string]string{"AGENTQ_DATABASE_URL": testenv.DatabaseURL(t), "AGENTQ_METRICS_ADDR": "off", "AGENTQ_LOG_LEVEL": "warn", "AGENTQ_TOKEN_FILE": tokens}
+	ctx, cancel := context.WithCancel(context.Background())
+	natsURL, banner, stop := startDevBanner(t, ctx, env)
+	t.Cleanup(func() { stop(); cancel() })
+	m := regexp.MustCompile(`ingest     (http://[0-9.:]+)/events`).FindStringSubmatch(banner)
+	require.NotNil(t, m, banner)
+	ingestBase := m[1]
+
+	environ := append(os.Environ(), "AGENTQ_NATS_URL="+natsURL, "AGENTQ_DATABASE_URL="+env["AGENTQ_DATABASE_URL"],
 		"AGENTQ_LOG_LEVEL=warn", "XDG_CACHE_HOME="+t.TempDir())
 	for _, c := range cmds {
 		c = strings.ReplaceAll(c, "--tenant demo", "--tenant "+tenant)
 		c = regexp.MustCompile(`\.demo\b`).ReplaceAllString(c, "."+tenant)
+		c = strings.ReplaceAll(c, "~/.cache/agentq/dev-token", tokenFile)
+		c = strings.ReplaceAll(c, "http://127.0.0.1:8088", ingestBase)
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		cmd := exec.CommandContext(cctx, "bash", "-c", c)
 		cmd.Dir, cmd.Env = dir, environ
@@ -77,6 +94,11 @@ func TestReadmeTryItRuns(t *testing.T) {
 			require.Contains(t, string(out), "is on probation")
 		case strings.Contains(c, "prompt search"):
 			require.Contains(t, string(out), "sql-repair")
+		case strings.HasPrefix(c, "curl "):
+			require.Contains(t, string(out), `"status":"accepted"`)
+			id := regexp.MustCompile(`"id":"([^"]+)"`).FindStringSubmatch(c)[1]
+			data := waitQualityChanged(t, ctx, natsURL, tenant, id)
+			require.EqualValues(t, 1, data["total_calls"], "the scorer counted the event sent over HTTP")
 		}
 	}
 }

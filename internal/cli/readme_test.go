@@ -79,7 +79,7 @@ func TestReadmeTryItCommands(t *testing.T) {
 			require.Contains(t, commands, words[1], "agentq has no command %q: %s", words[1], cmd)
 		case "nats":
 			require.Contains(t, words, "-s", "nats names the server (agentq dev's may not be on the default port): %s", cmd)
-		case "make", "psql":
+		case "make", "psql", "curl":
 		default:
 			t.Errorf("a command the README does not explain: %s", cmd)
 		}

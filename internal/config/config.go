@@ -155,6 +155,16 @@ type Config struct {
 	IndexerWriters    int           // AGENTQ_INDEXER_WRITERS
 	TokenFile         string        // AGENTQ_TOKEN_FILE: see internal/auth
 	MCPReadOnly       bool          // AGENTQ_MCP_READ_ONLY: agentq mcp offers no write tools
+	Ingest            Ingest        // AGENTQ_INGEST_*
+}
+
+// Ingest configures the CloudEvents-over-HTTP endpoint (AGENTQ_INGEST_*),
+// run by agentq ingest and agentq dev.
+type Ingest struct {
+	Addr       string        // host:port; "" (from "off"): agentq dev runs none
+	MaxBody    int           // bytes of one request body
+	MaxBatch   int           // events of one batch
+	AckTimeout time.Duration // longest wait for JetStream's acks of one request
 }
 
 // Var documents one environment variable.
@@ -210,8 +220,12 @@ var Vars = []Var{
 	{"AGENTQ_ALERT_WEBHOOK_SECRET", "", "Standard Webhooks secret (whsec_...) signing every endpoint without its own"},
 	{"AGENTQ_ALERT_WEBHOOK_TIMEOUT", "10s", "longest one webhook POST may take"},
 	{"AGENTQ_ALERT_WEBHOOK_GIVE_UP", "24h", "how long an alert is retried while an endpoint fails, before it is dead-lettered"},
-	{"AGENTQ_TOKEN_FILE", "", "bearer tokens of the HTTP ways in (MCP over HTTP, ingest), a `tenant token` line each, the token plain or as sha256:HEX (`agentq token new`); reloaded when it changes; empty: those endpoints refuse every request"},
+	{"AGENTQ_TOKEN_FILE", "", "bearer tokens of the HTTP ways in (MCP over HTTP, ingest), a `tenant token` line each, the token plain or as sha256:HEX (`agentq token new`); reloaded when it changes; empty: `agentq ingest` and `agentq mcp --http` refuse to start, and `agentq dev` makes a token for tenant demo"},
 	{"AGENTQ_MCP_READ_ONLY", "false", "agentq mcp offers only the tools that read (search, get, list, tool health): prompt_create, tool_report and feedback_submit are neither listed nor callable"},
+	{"AGENTQ_INGEST_ADDR", "127.0.0.1:8088", "address of the CloudEvents-over-HTTP endpoint (`agentq ingest`, and `agentq dev` unless `off`); `:8088` for every interface"},
+	{"AGENTQ_INGEST_MAX_BODY", "16777216", "largest request body the ingest endpoint reads, in bytes (413 beyond); at least AGENTQ_MAX_PAYLOAD, which bounds each event's data"},
+	{"AGENTQ_INGEST_MAX_BATCH", "1000", "most events in one `application/cloudevents-batch+json` request (413 beyond)"},
+	{"AGENTQ_INGEST_ACK_TIMEOUT", "10s", "longest the ingest endpoint waits for JetStream to acknowledge a request's events; past it they are reported unconfirmed with a 503"},
 	{"AGENTQ_RATER_TIMEOUT", "5s", "longest one rating call may take, retries included"},
 	{"AGENTQ_RATER_CONCURRENCY", "16", "ratings in flight at once per batch"},
 	{"AGENTQ_RATER_SAMPLE", "1", "share of events rated, 0..1, chosen by a hash of the event id (replays and copies agree)"},
@@ -418,9 +432,16 @@ func Load(getenv func(string) string) (Config, error) {
 			MaxQuarantinedShare: float("AGENTQ_DEGRADE_MAX_QUARANTINED_SHARE"),
 			Poll:                dur("AGENTQ_DEGRADE_POLL"), TimerEvery: dur("AGENTQ_DEGRADE_TIMER_EVERY"),
 		},
+		Ingest: Ingest{
+			Addr: get("AGENTQ_INGEST_ADDR"), MaxBody: num("AGENTQ_INGEST_MAX_BODY"),
+			MaxBatch: num("AGENTQ_INGEST_MAX_BATCH"), AckTimeout: dur("AGENTQ_INGEST_ACK_TIMEOUT"),
+		},
 	}
 	if c.MetricsAddr == "off" {
 		c.MetricsAddr = ""
+	}
+	if c.Ingest.Addr == "off" {
+		c.Ingest.Addr = ""
 	}
 	for _, name := range ConsumerNames {
 		prefix := "AGENTQ_" + strings.ToUpper(name) + "_"
@@ -534,6 +555,9 @@ func (c Config) Validate() error {
 	check(c.Search.RenderMaxOutput >= 1024 && c.Search.RenderMaxOutput <= 64<<20, "AGENTQ_SEARCH_RENDER_MAX_OUTPUT %d: want 1024..67108864", c.Search.RenderMaxOutput)
 	check(c.Search.RenderMaxSteps >= 1000 && c.Search.RenderMaxSteps <= 100_000_000, "AGENTQ_SEARCH_RENDER_MAX_STEPS %d: want 1000..100000000", c.Search.RenderMaxSteps)
 	check(c.Search.RenderTimeout > 0 && c.Search.RenderTimeout <= c.Search.Timeout, "AGENTQ_SEARCH_RENDER_TIMEOUT %s: want above 0 and at most AGENTQ_SEARCH_TIMEOUT (%s), so a rendering stopped at its limit is answered render_limit, not timeout", c.Search.RenderTimeout, c.Search.Timeout)
+	check(c.Ingest.MaxBody >= c.MaxPayload && c.Ingest.MaxBody <= 1<<30, "AGENTQ_INGEST_MAX_BODY %d: want AGENTQ_MAX_PAYLOAD (%d) .. 1073741824, so an event of the largest data fits", c.Ingest.MaxBody, c.MaxPayload)
+	check(c.Ingest.MaxBatch >= 1 && c.Ingest.MaxBatch <= 100000, "AGENTQ_INGEST_MAX_BATCH %d: want 1..100000", c.Ingest.MaxBatch)
+	check(c.Ingest.AckTimeout > 0, "AGENTQ_INGEST_ACK_TIMEOUT must be positive")
 	check(c.DevDBStartTimeout > 0, "AGENTQ_DEVDB_START_TIMEOUT must be positive")
 	check(c.InboxRetention >= 0, "AGENTQ_INBOX_RETENTION must not be negative")
 	check(c.IndexerWriters >= 1 && c.IndexerWriters <= 64, "AGENTQ_INDEXER_WRITERS %d: want 1..64", c.IndexerWriters)

@@ -335,3 +335,24 @@ func TestMCPReadOnly(t *testing.T) {
 	_, err = config.Load(env(map[string]string{"AGENTQ_MCP_READ_ONLY": "sometimes"}))
 	require.ErrorContains(t, err, `AGENTQ_MCP_READ_ONLY: "sometimes" is not true or false`)
 }
+
+func TestIngest(t *testing.T) {
+	cfg, err := config.Load(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, config.Ingest{Addr: "127.0.0.1:8088", MaxBody: 16 << 20, MaxBatch: 1000, AckTimeout: 10 * time.Second}, cfg.Ingest)
+	cfg, err = config.Load(env(map[string]string{"AGENTQ_INGEST_ADDR": "off", "AGENTQ_INGEST_MAX_BATCH": "100", "AGENTQ_INGEST_ACK_TIMEOUT": "2s"}))
+	require.NoError(t, err)
+	require.Equal(t, config.Ingest{MaxBody: 16 << 20, MaxBatch: 100, AckTimeout: 2 * time.Second}, cfg.Ingest)
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"AGENTQ_INGEST_MAX_BODY": "1000"}, "AGENTQ_INGEST_MAX_BODY 1000: want AGENTQ_MAX_PAYLOAD (1048576)"},
+		{map[string]string{"AGENTQ_MAX_PAYLOAD": "33554432"}, "AGENTQ_INGEST_MAX_BODY 16777216: want AGENTQ_MAX_PAYLOAD (33554432)"},
+		{map[string]string{"AGENTQ_INGEST_MAX_BATCH": "0"}, "AGENTQ_INGEST_MAX_BATCH 0: want 1..100000"},
+		{map[string]string{"AGENTQ_INGEST_ACK_TIMEOUT": "0"}, "AGENTQ_INGEST_ACK_TIMEOUT must be positive"},
+	} {
+		_, err := config.Load(env(tc.env))
+		require.ErrorContains(t, err, tc.want)
+	}
+}
