@@ -182,6 +182,11 @@ func NewConsumer(opts Options) app.Consumer {
 		if err != nil {
 			return err
 		}
+		stopServe, err := l.Serve(d.NC, ServeOptions{Validator: d.Schemas, Log: d.Log, Registry: d.Registry})
+		if err != nil {
+			return err
+		}
+		defer stopServe()
 		werr := make(chan error, 1)
 		go func() { werr <- l.worker.Run(ctx) }()
 		return errors.Join(r.Run(ctx), <-werr)
