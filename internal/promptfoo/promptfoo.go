@@ -387,7 +387,7 @@ var assertionKeys = []string{"type", "value", "threshold", "weight", "metric"}
 // modelGraded are promptfoo's assertion types that ask a model or run
 // code, named in the refusal.
 var modelGraded = map[string]string{
-	"llm-rubric": "model-graded (the lab's LLM judge scores every answer on its rubric: evaluation.rubric)",
+	"llm-rubric":            "model-graded (the lab's LLM judge scores every answer on its rubric: evaluation.rubric)",
 	"model-graded-closedqa": "model-graded", "model-graded-factuality": "model-graded", "factuality": "model-graded",
 	"answer-relevance": "model-graded", "context-faithfulness": "model-graded", "context-recall": "model-graded",
 	"context-relevance": "model-graded", "g-eval": "model-graded", "select-best": "model-graded", "similar": "needs embeddings",
