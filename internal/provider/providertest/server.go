@@ -37,6 +37,7 @@ package providertest
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -116,9 +117,21 @@ const DefaultDimension = 8
 // ends.
 func New(t testing.TB) *Server {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := Listen("127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("providertest: listen: %v", err)
+		t.Fatalf("providertest: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Listen starts a server on addr (host:port; port 0 picks a free one)
+// outside a test, as `agentq testmodel` does; Close stops it. URL names
+// the address it listens on, 127.0.0.1 for an unspecified host.
+func Listen(addr string) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	s := &Server{
 		addr:      ln.Addr().String(),
@@ -126,10 +139,13 @@ func New(t testing.TB) *Server {
 		dimension: DefaultDimension,
 		answered:  map[int]int{},
 	}
-	s.URL = "http://" + s.addr + "/v1"
+	host, port, _ := net.SplitHostPort(s.addr)
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	s.URL = "http://" + net.JoinHostPort(host, port) + "/v1"
 	s.serve(ln)
-	t.Cleanup(s.Close)
-	return s
+	return s, nil
 }
 
 // serve starts an http.Server on ln; s.mu must be held or s unshared.
