@@ -42,15 +42,7 @@ func TestReadmeTryItRuns(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, len(cmds), 10, "the README's commands: %v", cmds)
 
-	dir := t.TempDir()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	require.NoError(t, err)
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "bin", "agentq"), "./cmd/agentq")
-	build.Dir = root
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.NoError(t, os.Symlink(filepath.Join(root, "examples"), filepath.Join(dir, "examples")))
-
+	dir := readmeDir(t)
 	ctx, env, _, client := devOnTestDatabase(t)
 	tenant := testenv.Tenant(t)
 	environ := append(os.Environ(), "AGENTQ_NATS_URL="+client["AGENTQ_NATS_URL"], "AGENTQ_DATABASE_URL="+env["AGENTQ_DATABASE_URL"],
@@ -79,4 +71,19 @@ func TestReadmeTryItRuns(t *testing.T) {
 			require.Contains(t, string(out), "sql-repair")
 		}
 	}
+}
+
+// readmeDir returns a directory laid out as the repository's root for the
+// README's commands: bin/agentq, built from this tree, and examples/.
+func readmeDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "bin", "agentq"), "./cmd/agentq")
+	build.Dir = root
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.NoError(t, os.Symlink(filepath.Join(root, "examples"), filepath.Join(dir, "examples")))
+	return dir
 }
