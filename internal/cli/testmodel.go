@@ -17,7 +17,8 @@ answers a reader can predict, until interrupted: the lab's trials are
 answered with the question and the system message they came with ("Re:
 <question>" then the prompt version; as {"type": "answer", "message": ...}
 when the version mentions JSON), so an assertion that looks for a
-version's words passes for that version only; the LLM judge gives 80 % of
+version's words passes for that version only; of the tools a trial offers,
+it calls those the version names; the LLM judge gives 80 % of
 every criterion's points; ratings are 0.5; the summary is a fixed
 paragraph. Every answer comes after --latency.
 
@@ -47,6 +48,7 @@ func runTestModel(ctx context.Context, e Env, _ config.Config, _ zerolog.Logger,
 	}
 	defer srv.Close()
 	srv.SetResponder(providertest.TestModel)
+	srv.SetToolCaller(providertest.TestModelTools)
 	srv.SetLatency(*latency)
 	fmt.Fprintf(e.Stdout, "test model serving at %s (latency %s); stop with Ctrl-C\nuse it: AGENTQ_LLM_BASE_URL=%s AGENTQ_LLM_MODEL=test make dev\n",
 		srv.URL, *latency, srv.URL)

@@ -164,7 +164,7 @@ func buildReport(s Spec, trials []Trial) (report.Report, JudgeSpend, error) {
 	for _, t := range trials {
 		rt := report.Trial{
 			Version: t.Version, Query: t.Query, Repetition: t.Repetition, Pass: t.Pass && t.Error == "", Score: t.Score,
-			DurationMs: t.DurationMs, Tokens: t.PromptTokens + t.CompletionTokens, Error: t.Error != "",
+			DurationMs: t.DurationMs, Tokens: t.PromptTokens + t.CompletionTokens, Error: t.Error != "", Tools: t.ToolCalls,
 		}
 		if t.Error != "" {
 			rt.Score = 0

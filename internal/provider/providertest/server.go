@@ -17,6 +17,7 @@
 //	srv.SetJunk(providertest.JunkContent)       // prose where JSON was asked
 //	srv.SetRejectResponseFormat(true)           // 400 on response_format, like older llama.cpp
 //	srv.SetResponder(providertest.NaiveRater)   // decide the content from the request
+//	srv.SetToolCaller(f)                        // call some of the tools a request offers
 //	srv.SetContextResponder(f)                  // ... with the request's context (cut off when the client gives up)
 //	srv.SetDimension(16)                        // embeddings' size; change it mid-test
 //
@@ -70,6 +71,7 @@ type Server struct {
 	junk      Junk
 	responder Responder
 	ctxResp   ContextResponder
+	tools     ToolCaller
 	usage     [2]int
 	rejectRF  bool
 	apiKey    string
@@ -283,6 +285,19 @@ func (s *Server) SetContextResponder(r ContextResponder) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ctxResp = r
+}
+
+// ToolCaller decides the tools a chat answer calls, for requests that
+// offer tools; nil or none: the answer calls no tool.
+type ToolCaller func(ChatRequest) []ToolCall
+
+// SetToolCaller makes c decide the tool calls of answers to requests that
+// offer tools (an answer that calls tools has finish_reason tool_calls,
+// and null content when the responder gives none); nil calls none.
+func (s *Server) SetToolCaller(c ToolCaller) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tools = c
 }
 
 // SetUsage fixes the usage reported by chat answers. Both zero restores

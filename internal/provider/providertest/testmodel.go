@@ -25,6 +25,8 @@ var rubricLine = regexp.MustCompile(`(?m)^- (.+?) \(0-(\d+) points\):`)
 //     message, so an assertion that looks for a version's words passes for
 //     that version and no other. When the system message mentions JSON,
 //     the answer is {"type": "answer", "message": <that text>}.
+//
+// Its tool caller is TestModelTools.
 func TestModel(req ChatRequest) string {
 	var system, user string
 	for _, m := range req.Messages {
@@ -55,4 +57,27 @@ func TestModel(req ChatRequest) string {
 		return fmt.Sprintf(`{"type": "answer", "message": %s}`, msg)
 	}
 	return text
+}
+
+// TestModelTools is the test model's tool caller: of the tools a request
+// offers, it calls each one the system message names, once, with the
+// question as {"query": ...}.
+func TestModelTools(req ChatRequest) []ToolCall {
+	var system, user string
+	for _, m := range req.Messages {
+		switch m.Role {
+		case "system":
+			system = m.Content
+		case "user":
+			user = m.Content
+		}
+	}
+	args, _ := json.Marshal(map[string]string{"query": strings.TrimSpace(user)})
+	var out []ToolCall
+	for _, t := range req.Tools {
+		if name := t.Function.Name; name != "" && strings.Contains(system, name) {
+			out = append(out, ToolCall{Name: name, Arguments: string(args)})
+		}
+	}
+	return out
 }
