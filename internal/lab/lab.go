@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -88,9 +89,11 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Sender stores results in a transaction and publishes them after commit;
-// *outbox.Outbox satisfies it.
+// Sender stores results in a transaction (Queue, in the effect's batch)
+// and publishes them after commit (Send); *outbox.Outbox satisfies it, and
+// a rebuild's *replay.Results.
 type Sender interface {
+	Queue(b *pgx.Batch, evs ...event.Event) error
 	Send(ctx context.Context, evs []event.Event) error
 }
 
@@ -109,6 +112,9 @@ type Lab struct {
 	// ending holds the result OnDone stored for a job, for AfterDone to
 	// send once it has committed.
 	ending sync.Map // job.Key -> event.Event
+	// rebuild marks the lab of a rebuild (RebuildTarget): it decides a
+	// request at its place in the history, never deferring it.
+	rebuild bool
 }
 
 // New returns a lab over pool publishing through out. Run its Worker and
