@@ -274,8 +274,9 @@ func runExperimentRun(ctx context.Context, e Env, cfg config.Config, args []stri
 		if st.Queued {
 			queued = "; queued: the tenant's other experiments hold every slot (AGENTQ_LAB_MAX_RUNNING)"
 		}
-		fmt.Fprintf(e.Stdout, "experiment %s accepted for tenant %s: %s version %d against %s, %d queries × %d repetitions = %d trials, model %s, judge %s%s\n",
-			st.ExperimentID, *tenant, promptID, st.Baseline, versionList(st.Candidates), st.Queries, st.Repetitions, st.Total, st.Model, st.JudgeModel, queued)
+		fmt.Fprintf(e.Stdout, "experiment %s accepted for tenant %s: %s version %d against %s, %s × %s = %s, model %s, judge %s%s\n",
+			st.ExperimentID, *tenant, promptID, st.Baseline, versionList(st.Candidates), count(st.Queries, "query", "queries"),
+			count(st.Repetitions, "repetition", "repetitions"), count(st.Total, "trial", "trials"), st.Model, st.JudgeModel, queued)
 	}
 	if !*wait {
 		if *asJSON {
@@ -524,6 +525,14 @@ func warnIfNoConsumer(ctx context.Context, e Env, js jetstream.JetStream, name s
 	if _, err := js.Consumer(ctx, bus.StreamName, name); errors.Is(err, jetstream.ErrConsumerNotFound) {
 		fmt.Fprintf(e.Stderr, "note: stream AGENTQ has no %s consumer yet: the event is stored, but only a running %s answers it\n", name, name)
 	}
+}
+
+// count is "1 query" or "3 queries".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }
 
 func versionList(vs []int) string {

@@ -153,13 +153,32 @@ func TestExperimentCommandsEndToEnd(t *testing.T) {
 	require.Nil(t, ro.Experiment.Judge, "no judge")
 	require.Equal(t, trialCalls+5, model.ChatRequests(), "four trials, no judge, the summary")
 
+	// From an experiment file (the fields of experiment.requested);
+	// flags override it.
+	file := filepath.Join(t.TempDir(), "experiment.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(`prompt_id: billing-answer
+name: from a file
+baseline_version: 1
+candidate_versions: [2]
+repetitions: 2
+test_queries:
+  - query: How do I pay?
+    assert: [{type: icontains, value: settings}]
+evaluation: {llm_judge: false, summary: false}
+`), 0o644))
+	code, out, errOut = run(ctx, client, "", "experiment", "run", file, "--repetitions", "1", "--tenant", tenant, "--id", "file-1", "--wait")
+	require.Equal(t, 0, code, "%s\n%s", out, errOut)
+	require.Contains(t, out, "experiment file-1 accepted for tenant "+tenant+": billing-answer version 1 against candidate 2, 1 query × 1 repetition = 2 trials")
+	require.Contains(t, out, "name        from a file")
+
 	code, out, errOut = run(ctx, client, "", "experiment", "list", "--tenant", tenant)
 	require.Equal(t, 0, code, errOut)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	require.Len(t, lines, 3)
+	require.Len(t, lines, 4)
 	require.Regexp(t, `^ID\s+PROMPT\s+STATUS`, lines[0])
-	require.Regexp(t, `^flags-1\s+billing-answer\s+completed\s+2 vs 1\s+4/4\s+`, lines[1])
-	require.Regexp(t, `^pf-1\s+billing-answer\s+completed\s+1 vs 2\s+48/48\s+2 \(HIGH\)`, lines[2])
+	require.Regexp(t, `^file-1\s+billing-answer\s+completed\s+1 vs 2\s+2/2\s+`, lines[1])
+	require.Regexp(t, `^flags-1\s+billing-answer\s+completed\s+2 vs 1\s+4/4\s+`, lines[2])
+	require.Regexp(t, `^pf-1\s+billing-answer\s+completed\s+1 vs 2\s+48/48\s+2 \(HIGH\)`, lines[3])
 
 	// Refused: over a limit; and a cancellation of a running experiment.
 	code, _, errOut = run(ctx, client, "", "experiment", "run", "--prompt", "billing-answer", "--queries", queries, "--repetitions", "9", "--tenant", tenant)
