@@ -43,6 +43,10 @@ CREATE TABLE IF NOT EXISTS lab_commands (
     decided_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (tenant_id, event_id)
 );
+-- The requests accepted before: their decisions are their jobs.
+INSERT INTO lab_commands (tenant_id, event_id)
+SELECT tenant_id, request_event_id FROM lab_experiments
+ON CONFLICT DO NOTHING;
 
 -- +goose Down
 DROP TABLE IF EXISTS lab_commands;
