@@ -60,6 +60,18 @@ var invalidWant = map[string]string{
 	"feedback.submitted.v1.invalid-no-rating-or-thumbs.json":                 "/rating or /thumbs: missing",
 	"feedback.submitted.v1.invalid-prompt-without-reference.json":            "/prompt_hash or /prompt_id and /version: missing",
 	"feedback.submitted.v1.invalid-rating-out-of-range.json":                 "/rating",
+	"experiments.get.request.v1.invalid-bad-id.json":                         "/id",
+	"experiments.get.request.v1.invalid-missing-id.json":                     "/id: missing",
+	"experiments.get.response.v1.invalid-bad-status.json":                    "/experiment/status",
+	"experiments.get.response.v1.invalid-missing-experiment.json":            "/experiment or /error: missing",
+	"experiments.list.request.v1.invalid-bad-status.json":                    "/status",
+	"experiments.list.request.v1.invalid-limit-out-of-range.json":            "/limit: got 201, want <= 200",
+	"experiments.list.response.v1.invalid-report-in-list.json":               "/experiments/0/queries: not allowed",
+	"experiments.list.response.v1.invalid-results-and-error.json":            "/experiments: not allowed here",
+	"experiments.trials.request.v1.invalid-missing-id.json":                  "/id: missing",
+	"experiments.trials.request.v1.invalid-negative-query.json":              "/query: got -1, want >= 0",
+	"experiments.trials.response.v1.invalid-score-out-of-range.json":         "/trials/0/score: got 1.5, want <= 1",
+	"experiments.trials.response.v1.invalid-trial-missing-pass.json":         "/trials/0/pass: missing",
 	"feedback.submitted.v1.invalid-tool-without-tool-name.json":              "/tool_name: missing",
 	"indexer.rejected.v1.invalid-bad-event-type.json":                        "/event_type",
 	"indexer.rejected.v1.invalid-missing-event-id.json":                      "/event_id: missing",
@@ -226,6 +238,9 @@ func TestLoad(t *testing.T) {
 		require.Regexp(t, eventTypeRE, typ)
 	}
 	require.Equal(t, []string{
+		"agentq.experiments.get.request.v1", "agentq.experiments.get.response.v1",
+		"agentq.experiments.list.request.v1", "agentq.experiments.list.response.v1",
+		"agentq.experiments.trials.request.v1", "agentq.experiments.trials.response.v1",
 		"agentq.prompts.get.request.v1", "agentq.prompts.get.response.v1",
 		"agentq.prompts.list.request.v1", "agentq.prompts.list.response.v1",
 		"agentq.search.prompts.request.v1", "agentq.search.prompts.response.v1",

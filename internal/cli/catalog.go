@@ -129,22 +129,43 @@ const (
 // timeout for the indexer's answers and reports. It fails when an entry is
 // invalid (before publishing anything), rejected or unanswered.
 func publishCatalog(ctx context.Context, e Env, cfg config.Config, c catalog, tenant string, ens []entry, timeout time.Duration, asJSON bool) error {
-	reg, err := schemas.Load()
+	rep, err := publishEntries(ctx, e, cfg, c, tenant, ens, timeout)
 	if err != nil {
 		return err
 	}
+	if asJSON {
+		if err := writeJSON(e.Stdout, rep); err != nil {
+			return err
+		}
+	} else {
+		printCatalogReport(e.Stdout, c, rep, timeout)
+	}
+	if rep.Rejected > 0 || rep.NoAnswer > 0 {
+		return fmt.Errorf("%d of %d %ss rejected, %d without an answer within %s", rep.Rejected, len(ens), c.noun, rep.NoAnswer, timeout)
+	}
+	return nil
+}
+
+// publishEntries validates ens, publishes them to tenant and returns what
+// the indexer answered within timeout. It fails when an entry is invalid
+// (before publishing anything) or publishing fails.
+func publishEntries(ctx context.Context, e Env, cfg config.Config, c catalog, tenant string, ens []entry, timeout time.Duration) (catalogReport, error) {
+	reg, err := schemas.Load()
+	if err != nil {
+		return catalogReport{}, err
+	}
 	if err := validateEntries(reg, c.eventType, ens, c.label); err != nil {
-		return err
+		return catalogReport{}, err
 	}
 	cfg.NATSURL = natsURL(e, cfg)
 	nc, js, err := connect(cfg)
 	if err != nil {
-		return err
+		return catalogReport{}, err
 	}
 	defer nc.Close()
 	window, err := duplicateWindow(ctx, js)
 	if err != nil {
-		return err
+		return catalogReport{}, err
 	}
 	now := time.Now()
 	bucket := now.UnixNano() / int64(window)
@@ -161,7 +182,7 @@ func publishCatalog(ctx context.Context, e Env, cfg config.Config, c catalog, te
 	ans, err := answer.Follow(ctx, js, []string{okSubject, rejSubject},
 		jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &since}, ids)
 	if err != nil {
-		return err
+		return catalogReport{}, err
 	}
 	defer ans.Stop()
 	warnIfNoIndexer(ctx, e, js)
@@ -177,12 +198,12 @@ func publishCatalog(ctx context.Context, e Env, cfg config.Config, c catalog, te
 		}
 		ev, err := bus.NewEvent(c.eventType, tenant, "agentq-cli", json.RawMessage(en.raw))
 		if err != nil {
-			return fmt.Errorf("%s: %w", en.where(), err)
+			return catalogReport{}, fmt.Errorf("%s: %w", en.where(), err)
 		}
 		ev.SetID(ids[i])
 		ack, err := pub.Publish(ctx, ev)
 		if err != nil {
-			return fmt.Errorf("%s: %w (%d of %d published before it)", en.where(), err, i, len(ens))
+			return catalogReport{}, fmt.Errorf("%s: %w (%d of %d published before it)", en.where(), err, i, len(ens))
 		}
 		published[ids[i]] = true
 		dup[ids[i]] = ack.Duplicate
@@ -227,17 +248,7 @@ func publishCatalog(ctx context.Context, e Env, cfg config.Config, c catalog, te
 	if rep.NoAnswer > 0 {
 		rep.TimedOutIn = timeout.String()
 	}
-	if asJSON {
-		if err := writeJSON(e.Stdout, rep); err != nil {
-			return err
-		}
-	} else {
-		printCatalogReport(e.Stdout, c, rep, timeout)
-	}
-	if rep.Rejected > 0 || rep.NoAnswer > 0 {
-		return fmt.Errorf("%d of %d %ss rejected, %d without an answer within %s", rep.Rejected, len(ens), c.noun, rep.NoAnswer, timeout)
-	}
-	return nil
+	return rep, nil
 }
 
 // applyAnswer fills it from the indexer's answer.

@@ -184,7 +184,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"publish"}, 2, "-tenant"},
 		{[]string{"replay", "--consumer", "scorer"}, 2, "--yes"},
 		{[]string{"replay", "--consumer", "rater", "--yes"}, 2, "rebuilding the rater re-rates every event with the rules"},
-		{[]string{"replay", "--consumer", "lab", "--yes"}, 2, `cannot rebuild "lab"`},
+		{[]string{"replay", "--consumer", "webhook", "--yes"}, 2, `cannot rebuild "webhook"`},
 		{[]string{"alerts", "--tenant", "Bad!"}, 2, `tenant "Bad!" does not match`},
 		{[]string{"alerts", "extra"}, 2, "unexpected arguments"},
 		{[]string{"migrate"}, 1, "AGENTQ_DATABASE_URL is not set"},

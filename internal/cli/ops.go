@@ -16,6 +16,7 @@ import (
 	"github.com/agentq/agentq/internal/database"
 	"github.com/agentq/agentq/internal/health"
 	"github.com/agentq/agentq/internal/indexer"
+	"github.com/agentq/agentq/internal/lab"
 	"github.com/agentq/agentq/internal/outbox"
 	"github.com/agentq/agentq/internal/quality"
 	"github.com/agentq/agentq/internal/rating"
@@ -101,6 +102,14 @@ var rebuildTargets = map[string]func(ctx context.Context, pool *pgxpool.Pool, cf
 		}
 		return indexer.RebuildTarget(pool, emb, indexer.Options{}, log), release, nil
 	},
+	"lab": func(_ context.Context, pool *pgxpool.Pool, cfg config.Config, log zerolog.Logger) (replay.Target, func(), error) {
+		opts, err := lab.FromConfig(lab.Options{}, cfg)
+		if err != nil {
+			return replay.Target{}, nil, err
+		}
+		t, err := lab.RebuildTarget(pool, opts, log)
+		return t, func() {}, err
+	},
 }
 
 // reratingRefusal is why a rebuild of the rater needs --yes-rerate.
@@ -110,13 +119,13 @@ const reratingRefusal = `rebuilding the rater re-rates every event with the rule
 
 func runReplay(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
 	fs := flags("replay", e)
-	consumer := fs.String("consumer", "", "consumer to rebuild: scorer, rater, indexer or degrader (required)")
+	consumer := fs.String("consumer", "", "consumer to rebuild: scorer, rater, indexer, degrader or lab (required)")
 	tenant := fs.String("tenant", "", "rebuild only this tenant (default: every tenant)")
 	yes := fs.Bool("yes", false, "confirm: the consumer's derived state is deleted, then rebuilt from the stream")
 	truncated := fs.Bool("allow-truncated", false, "rebuild from what the stream still holds when its oldest events are gone, or it was deleted and created again since the consumer applied events")
 	rerate := fs.Bool("yes-rerate", false, "rater only: confirm that every event is rated again, by the rules")
 	fs.Usage = func() {
-		fmt.Fprintln(e.Stderr, `usage: agentq replay --consumer scorer|rater|indexer|degrader [--tenant T] --yes [--allow-truncated] [--yes-rerate]
+		fmt.Fprintln(e.Stderr, `usage: agentq replay --consumer scorer|rater|indexer|degrader|lab [--tenant T] --yes [--allow-truncated] [--yes-rerate]
 
 Rebuilds a consumer's derived state from stream AGENTQ while traffic flows and
 its copies keep running: the state is reset and the history re-applied by this
@@ -126,7 +135,9 @@ of events live copies had not rated yet, and those they rate meanwhile, wait
 in the outbox and are published once, by the relay, after the rebuild. The
 indexer's live copies hold the tenant's new events back until then (its
 decisions, such as the next free version, depend on the whole library), and
-the rebuild follows the decisions its results recorded. A database outage is
+the rebuild follows the decisions its results recorded. The lab's rebuild
+restores its read model of prompt versions; experiments stay as they are, and
+no request or cancellation it decided is decided again. A database outage is
 waited out (interrupt to give up); a rebuild that fails exits non-zero and
 leaves the tenant's results withheld until it is run again. To re-embed after
 a model change without a rebuild, use agentq reindex.`)
@@ -142,7 +153,7 @@ a model change without a rebuild, use agentq reindex.`)
 		fs.Usage()
 		return errUsage
 	case !ok:
-		fmt.Fprintf(e.Stderr, "agentq replay: cannot rebuild %q (rebuildable: scorer, rater, indexer, degrader)\n", *consumer)
+		fmt.Fprintf(e.Stderr, "agentq replay: cannot rebuild %q (rebuildable: scorer, rater, indexer, degrader, lab)\n", *consumer)
 		return errUsage
 	case *consumer == "rater" && !*rerate:
 		fmt.Fprintf(e.Stderr, "agentq replay: %s\n", reratingRefusal)

@@ -201,7 +201,11 @@ func call(ctx context.Context, e Env, cfg config.Config, subject string, timeout
 	case errors.As(err, &serr):
 		return serr
 	case errors.Is(err, nats.ErrNoResponders):
-		return fmt.Errorf("nothing serves %s: is the indexer running (`make dev` runs it)?", subject)
+		server := "the indexer"
+		if strings.HasPrefix(subject, "experiments.") {
+			server = "the lab"
+		}
+		return fmt.Errorf("nothing serves %s: is %s running (`make dev` runs it)?", subject, server)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("no reply on %s within %s (--timeout)", subject, timeout)
 	}

@@ -43,14 +43,7 @@ func TestReadmeTryItRuns(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, len(cmds), 10, "the README's commands: %v", cmds)
 
-	dir := t.TempDir()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	require.NoError(t, err)
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "bin", "agentq"), "./cmd/agentq")
-	build.Dir = root
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.NoError(t, os.Symlink(filepath.Join(root, "examples"), filepath.Join(dir, "examples")))
+	dir := readmeDir(t)
 
 	// The ingest endpoint's token is the test tenant's, in a file of its
 	// own: the dev token is for demo.
@@ -101,4 +94,19 @@ func TestReadmeTryItRuns(t *testing.T) {
 			require.EqualValues(t, 1, data["total_calls"], "the scorer counted the event sent over HTTP")
 		}
 	}
+}
+
+// readmeDir returns a directory laid out as the repository's root for the
+// README's commands: bin/agentq, built from this tree, and examples/.
+func readmeDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "bin", "agentq"), "./cmd/agentq")
+	build.Dir = root
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.NoError(t, os.Symlink(filepath.Join(root, "examples"), filepath.Join(dir, "examples")))
+	return dir
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/database"
 	"github.com/agentq/agentq/internal/job"
-	"github.com/agentq/agentq/internal/outbox"
 )
 
 // Handle applies one event in one transaction: a prompt event to the read
@@ -30,13 +29,22 @@ func (l *Lab) Handle(ctx context.Context, d *bus.Delivery) error {
 		return database.Classify(err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // PGlite serialises transactions: never leave one open
-	claimed, err := database.Claim(ctx, tx, l.opts.Consumer, []database.InboxKey{{Tenant: d.Tenant, EventID: d.Event.ID()}})
+	claimed, err := database.Claim(ctx, tx, l.opts.Consumer, []database.InboxKey{{Tenant: d.Tenant, EventID: d.Event.ID(), Seq: d.StreamSeq}})
 	if err != nil {
 		return database.Classify(err)
 	}
 	if !claimed.Fresh[0] {
-		return nil // applied before
+		if claimed.Moved[0] == 0 || d.Event.Type() != typePromptIndexed {
+			return nil // applied before; only labels depend on the place
+		}
+		// A republished copy was applied first, at a later sequence: the
+		// labels count at this, the original's, place.
+		if err := moveIndexed(ctx, tx, d.Tenant, d.Event.ID(), d.StreamSeq); err != nil {
+			return database.Classify(err)
+		}
+		return database.Classify(tx.Commit(ctx))
 	}
+	withheld := claimed.Withheld(d.Tenant)
 	var results []event.Event
 	wake := false
 	switch d.Event.Type() {
@@ -49,23 +57,38 @@ func (l *Lab) Handle(ctx context.Context, d *bus.Delivery) error {
 	case typePromptUsed:
 		err = applyUsed(ctx, tx, d)
 	case TypeRequested:
-		results, wake, err = l.accept(ctx, tx, d)
+		results, wake, err = l.accept(ctx, tx, d, withheld)
 	case TypeCancelled:
 		results, wake, err = l.cancel(ctx, tx, d)
 	default:
 		err = bus.Permanentf("lab: unexpected event type %s", d.Event.Type())
 	}
+	if err == nil && (d.Event.Type() == TypeRequested || d.Event.Type() == TypeCancelled) {
+		// A decided command is never decided again, not even by a rebuild
+		// (see Reset).
+		_, err = tx.Exec(ctx, `INSERT INTO lab_commands (tenant_id, event_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, d.Tenant, d.Event.ID())
+	}
 	if err != nil {
 		return database.Classify(err)
 	}
-	if err := outbox.Add(ctx, tx, results...); err != nil {
-		return database.Classify(err)
+	b := &pgx.Batch{}
+	if err := l.out.Queue(b, results...); err != nil {
+		return bus.Permanent(err)
+	}
+	if b.Len() > 0 {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return database.Classify(err)
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return database.Classify(err)
 	}
-	if err := l.out.Send(ctx, results); err != nil {
-		l.log.Warn().Err(err).Str("event_id", d.Event.ID()).Msg("lab: results left to the outbox relay")
+	// While the tenant is rebuilt its results wait in the outbox; the
+	// relay publishes them once the rebuild is complete.
+	if !withheld {
+		if err := l.out.Send(ctx, results); err != nil {
+			l.log.Warn().Err(err).Str("event_id", d.Event.ID()).Msg("lab: results left to the outbox relay")
+		}
 	}
 	if wake {
 		l.worker.Wake()
@@ -80,7 +103,9 @@ func (l *Lab) Handle(ctx context.Context, d *bus.Delivery) error {
 var experimentIDRE = regexp.MustCompile(`^[A-Za-z0-9_.:/-]{1,128}$`)
 
 // accept validates a request and enqueues its experiment, or refuses it.
-func (l *Lab) accept(ctx context.Context, tx pgx.Tx, d *bus.Delivery) ([]event.Event, bool, error) {
+// While the tenant is rebuilt (withheld), a request naming a prompt or
+// version the read model lacks waits for the rebuild instead.
+func (l *Lab) accept(ctx context.Context, tx pgx.Tx, d *bus.Delivery, withheld bool) ([]event.Event, bool, error) {
 	var r request
 	if err := json.Unmarshal(d.Event.Data(), &r); err != nil {
 		return nil, false, bus.Permanentf("experiment.requested data: %v", err)
@@ -115,8 +140,10 @@ func (l *Lab) accept(ctx context.Context, tx pgx.Tx, d *bus.Delivery) ([]event.E
 		return nil, false, err
 	}
 	if rej != nil {
-		if (rej.code == ReasonUnknownPrompt || rej.code == ReasonUnknownVersion) && time.Since(d.Time) < l.opts.PromptWait {
-			// The version may be on its way through the indexer.
+		if (rej.code == ReasonUnknownPrompt || rej.code == ReasonUnknownVersion) && !l.rebuild &&
+			(withheld || time.Since(d.Time) < l.opts.PromptWait) {
+			// The version may be on its way through the indexer, or
+			// through the rebuild of the read model.
 			return nil, false, bus.Deferred(rej)
 		}
 		return l.rejected(d, rej)

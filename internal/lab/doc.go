@@ -48,7 +48,14 @@
 // so every copy publishes the same one and it runs once.
 //
 // Prompt versions come from the lab's own read model, kept from
-// prompt.created (the content) and prompt.indexed (the version it became
-// and its labels). Replay never re-runs an experiment: a request the lab
-// accepted before finds its job and does nothing.
+// prompt.created (the content, the response schema and tools of its
+// metadata) and prompt.indexed (the version it became and its labels, at
+// its stream sequence). Replay never re-runs an experiment: a request the
+// lab accepted before finds its job and does nothing, and a rebuild
+// (RebuildTarget) restores the read model only, keeping the experiments
+// and the commands the lab decided.
+//
+// Serve answers experiments.get, experiments.list and experiments.trials
+// over NATS request/reply, so `agentq experiment status|list|trials|report`
+// read the lab's state through the lab.
 package lab

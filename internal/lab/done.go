@@ -113,7 +113,19 @@ func (l *Lab) onDone(ctx context.Context, tx pgx.Tx, j *job.Job, o job.Outcome) 
 	if err := outbox.Add(ctx, tx, ev); err != nil {
 		return err
 	}
-	l.ending.Store(j.Key, ev)
+	// While the tenant is rebuilt its results wait in the outbox for the
+	// relay. The fence, as a batch's claim takes it, orders this check
+	// with a rebuild's start.
+	var withheld bool
+	if err := tx.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM consumer_fences WHERE consumer = $1 FOR SHARE)
+		   AND EXISTS (SELECT 1 FROM rebuilds WHERE consumer = $1 AND tenant_id IN ($2, '*'))`,
+		j.Consumer, j.Tenant).Scan(&withheld); err != nil {
+		return fmt.Errorf("look for a rebuild: %w", err)
+	}
+	if !withheld {
+		l.ending.Store(j.Key, ev)
+	}
 	return nil
 }
 
@@ -181,7 +193,7 @@ func buildReport(s Spec, trials []Trial) (report.Report, JudgeSpend, error) {
 	for _, t := range trials {
 		rt := report.Trial{
 			Version: t.Version, Query: t.Query, Repetition: t.Repetition, Pass: t.Pass && t.Error == "", Score: t.Score,
-			DurationMs: t.DurationMs, Tokens: t.PromptTokens + t.CompletionTokens, Error: t.Error != "",
+			DurationMs: t.DurationMs, Tokens: t.PromptTokens + t.CompletionTokens, Error: t.Error != "", Tools: t.ToolCalls,
 		}
 		if t.Error != "" {
 			rt.Score = 0

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -91,9 +92,11 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Sender stores results in a transaction and publishes them after commit;
-// *outbox.Outbox satisfies it.
+// Sender stores results in a transaction (Queue, in the effect's batch)
+// and publishes them after commit (Send); *outbox.Outbox satisfies it, and
+// a rebuild's *replay.Results.
 type Sender interface {
+	Queue(b *pgx.Batch, evs ...event.Event) error
 	Send(ctx context.Context, evs []event.Event) error
 }
 
@@ -114,6 +117,9 @@ type Lab struct {
 	ending sync.Map // job.Key -> event.Event
 	// indexed is signalled when a prompt.indexed is applied.
 	indexed signal
+	// rebuild marks the lab of a rebuild (RebuildTarget): it decides a
+	// request at its place in the history, never deferring it.
+	rebuild bool
 }
 
 // New returns a lab over pool publishing through out. Run its Worker and
@@ -187,6 +193,11 @@ func NewConsumer(opts Options) app.Consumer {
 		if err != nil {
 			return err
 		}
+		stopServe, err := l.Serve(d.NC, ServeOptions{Validator: d.Schemas, Log: d.Log, Registry: d.Registry})
+		if err != nil {
+			return err
+		}
+		defer stopServe()
 		werr := make(chan error, 1)
 		go func() { werr <- l.worker.Run(ctx) }()
 		sdone := l.startSchedule(ctx)

@@ -58,13 +58,19 @@ func applyCreated(ctx context.Context, q querier, d *bus.Delivery) error {
 	if err != nil {
 		return bus.Permanentf("prompt.created parameters: %v", err)
 	}
-	var schema []byte
+	var schema, tools []byte
 	if len(p.Metadata) > 0 {
 		var md struct {
 			ResponseSchema json.RawMessage `json:"response_schema"`
+			Tools          json.RawMessage `json:"tools"`
 		}
-		if json.Unmarshal(p.Metadata, &md) == nil && len(md.ResponseSchema) > 0 && string(md.ResponseSchema) != "null" {
-			schema = md.ResponseSchema
+		if json.Unmarshal(p.Metadata, &md) == nil {
+			if len(md.ResponseSchema) > 0 && string(md.ResponseSchema) != "null" {
+				schema = md.ResponseSchema
+			}
+			if len(md.Tools) > 0 && string(md.Tools) != "null" {
+				tools = md.Tools
+			}
 		}
 	}
 	var tags []byte
@@ -72,10 +78,10 @@ func applyCreated(ctx context.Context, q querier, d *bus.Delivery) error {
 		tags, _ = json.Marshal(p.Tags)
 	}
 	_, err = q.Exec(ctx, `
-		INSERT INTO lab_prompt_sources (tenant_id, event_id, prompt_id, content, parameters, response_schema, type, name, description, tags, author)
-		VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, nullif($7, ''), nullif($8, ''), nullif($9, ''), $10::jsonb, nullif($11, ''))
+		INSERT INTO lab_prompt_sources (tenant_id, event_id, prompt_id, content, parameters, response_schema, type, name, description, tags, author, tools)
+		VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, nullif($7, ''), nullif($8, ''), nullif($9, ''), $10::jsonb, nullif($11, ''), $12::jsonb)
 		ON CONFLICT DO NOTHING`, d.Tenant, d.Event.ID(), p.ID, p.Content, string(params), nullJSON(schema),
-		p.Type, p.Name, p.Description, nullJSON(tags), p.Author)
+		p.Type, p.Name, p.Description, nullJSON(tags), p.Author, nullJSON(tools))
 	if err != nil {
 		return fmt.Errorf("store prompt.created: %w", err)
 	}
@@ -83,8 +89,9 @@ func applyCreated(ctx context.Context, q querier, d *bus.Delivery) error {
 }
 
 // applyIndexed records the version a prompt.created became and the labels
-// a prompt.indexed reports. A label belongs to the version of the latest
-// prompt.indexed (by stream sequence) that reports it.
+// a prompt.indexed reports, at its stream sequence. A label belongs to the
+// version of the latest prompt.indexed (by stream sequence) that reports
+// it.
 func applyIndexed(ctx context.Context, q querier, d *bus.Delivery) error {
 	var p promptIndexed
 	if err := json.Unmarshal(d.Event.Data(), &p); err != nil {
@@ -105,13 +112,22 @@ func applyIndexed(ctx context.Context, q querier, d *bus.Delivery) error {
 	}
 	for _, label := range p.Labels {
 		if _, err := q.Exec(ctx, `
-			INSERT INTO lab_prompt_labels (tenant_id, prompt_id, label, version, stream_seq)
-			VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (tenant_id, prompt_id, label) DO UPDATE SET version = excluded.version, stream_seq = excluded.stream_seq
-			WHERE lab_prompt_labels.stream_seq < excluded.stream_seq`,
-			d.Tenant, p.PromptID, label, p.Version, int64(d.StreamSeq)); err != nil {
+			INSERT INTO lab_prompt_label_sets (tenant_id, event_id, prompt_id, label, version, stream_seq)
+			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`,
+			d.Tenant, d.Event.ID(), p.PromptID, label, p.Version, int64(d.StreamSeq)); err != nil {
 			return fmt.Errorf("store prompt.indexed labels: %w", err)
 		}
+	}
+	return nil
+}
+
+// moveIndexed moves the labels of prompt.indexed eventID to stream
+// sequence seq: a republished copy of it was applied first, at a later
+// sequence, and the original counts at its own place.
+func moveIndexed(ctx context.Context, q querier, tenant, eventID string, seq uint64) error {
+	if _, err := q.Exec(ctx, `UPDATE lab_prompt_label_sets SET stream_seq = $3 WHERE tenant_id = $1 AND event_id = $2`,
+		tenant, eventID, int64(seq)); err != nil {
+		return fmt.Errorf("move prompt.indexed labels: %w", err)
 	}
 	return nil
 }
@@ -131,8 +147,8 @@ func promptVersions(ctx context.Context, q querier, tenant, promptID string) ([]
 		return nil, 0, fmt.Errorf("prompt versions: %w", err)
 	}
 	var production int
-	err = q.QueryRow(ctx, `SELECT version FROM lab_prompt_labels WHERE tenant_id = $1 AND prompt_id = $2 AND label = 'production'`,
-		tenant, promptID).Scan(&production)
+	err = q.QueryRow(ctx, `SELECT version FROM lab_prompt_label_sets WHERE tenant_id = $1 AND prompt_id = $2 AND label = 'production'
+		ORDER BY stream_seq DESC, event_id DESC LIMIT 1`, tenant, promptID).Scan(&production)
 	if err != nil && err != pgx.ErrNoRows {
 		return nil, 0, fmt.Errorf("prompt labels: %w", err)
 	}
@@ -145,7 +161,7 @@ func promptVersions(ctx context.Context, q querier, tenant, promptID string) ([]
 // versionContents reads the content of versions, in the order given.
 func versionContents(ctx context.Context, q querier, tenant, promptID string, versions []int) ([]VersionSpec, error) {
 	rows, err := q.Query(ctx, `
-		SELECT DISTINCT ON (v.version) v.version, s.content, s.parameters, s.response_schema
+		SELECT DISTINCT ON (v.version) v.version, s.content, s.parameters, s.response_schema, s.tools
 		FROM lab_prompt_versions v
 		JOIN lab_prompt_sources s ON s.tenant_id = v.tenant_id AND s.event_id = v.source_event_id AND s.prompt_id = v.prompt_id
 		WHERE v.tenant_id = $1 AND v.prompt_id = $2 AND v.version = ANY($3)
@@ -155,14 +171,19 @@ func versionContents(ctx context.Context, q querier, tenant, promptID string, ve
 	}
 	byVersion := map[int]VersionSpec{}
 	var v VersionSpec
-	var params, schema []byte
-	_, err = pgx.ForEachRow(rows, []any{&v.Version, &v.Content, &params, &schema}, func() error {
+	var params, schema, tools []byte
+	_, err = pgx.ForEachRow(rows, []any{&v.Version, &v.Content, &params, &schema, &tools}, func() error {
 		vs := VersionSpec{Version: v.Version, Content: v.Content}
 		if err := json.Unmarshal(params, &vs.Params); err != nil {
 			return err
 		}
 		if len(schema) > 0 {
 			vs.Schema = json.RawMessage(slices.Clone(schema))
+		}
+		if len(tools) > 0 {
+			if err := json.Unmarshal(tools, &vs.Tools); err != nil {
+				vs.Tools = []json.RawMessage{json.RawMessage(slices.Clone(tools))} // not a list: refused by resolve
+			}
 		}
 		byVersion[v.Version] = vs
 		return nil

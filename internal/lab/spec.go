@@ -43,6 +43,9 @@ type VersionSpec struct {
 	// Schema is the response schema in the version's metadata
 	// (metadata.response_schema), used by tier 1 when the request has none.
 	Schema json.RawMessage `json:"schema,omitempty"`
+	// Tools are the OpenAI tool definitions its trials offer the model:
+	// the request's tools, else the version's metadata.tools.
+	Tools []json.RawMessage `json:"tools,omitempty"`
 }
 
 // Query is one test query of a request.
@@ -124,6 +127,9 @@ type request struct {
 
 	auto *autoIn   // Auto read by checkAuto, defaults filled in
 	at   time.Time // the request's time: a run from feedback looks at nothing later
+	// Tools, when given, are offered to every version instead of its
+	// metadata.tools.
+	Tools []json.RawMessage `json:"tools"`
 }
 
 type evaluationIn struct {
@@ -251,6 +257,9 @@ func (l *Lab) checkRequest(r *request) (*Evaluation, *rejection) {
 			return nil, reject(ReasonInvalid, nil, "test query %d: threshold %v: want 0..1", i+1, *q.Threshold)
 		}
 	}
+	if err := checkTools(r.Tools); err != nil {
+		return nil, reject(ReasonInvalid, nil, "tools: %v", err)
+	}
 	rubric, rej := rubricFrom(in.Rubric)
 	if rej != nil {
 		return nil, rej
@@ -358,6 +367,13 @@ func (l *Lab) resolve(ctx context.Context, q querier, tenant, eventID string, r 
 				return nil, reject(ReasonInvalid, nil,
 					"evaluation.format json_schema needs evaluation.response_schema, or a response_schema in the metadata of every version (version %d has none)", v.Version), nil
 			}
+		}
+	}
+	for i := range specs {
+		if r.Tools != nil {
+			specs[i].Tools = r.Tools
+		} else if err := checkTools(specs[i].Tools); err != nil {
+			return nil, reject(ReasonInvalid, nil, "version %d's metadata.tools: %v", specs[i].Version, err), nil
 		}
 	}
 	for _, v := range specs {

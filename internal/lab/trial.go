@@ -37,6 +37,9 @@ type Trial struct {
 	Tiers         []TierResult `json:"tiers,omitempty"`
 	// JudgeTokens is what the LLM judge spent on this trial.
 	JudgeTokens int `json:"judge_tokens,omitempty"`
+	// ToolCalls counts the tools the answer called, by name (the version's
+	// tools are offered with every call).
+	ToolCalls map[string]int `json:"tool_calls,omitempty"`
 }
 
 // MaxStoredResponse bounds the response text kept with a trial.
@@ -135,7 +138,7 @@ func (l *Lab) trial(ctx context.Context, e *evaluator, k trialKey) (Trial, error
 		return t, err
 	}
 	start := time.Now()
-	resp, err := l.llm.Complete(ctx, provider.ChatRequest{OpenAIRequest: conv.OpenAIRequest()})
+	resp, err := l.llm.Complete(ctx, provider.ChatRequest{OpenAIRequest: conv.OpenAIRequest(), Tools: v.Tools})
 	release()
 	if ctx.Err() != nil {
 		return t, context.Cause(ctx)
@@ -152,10 +155,12 @@ func (l *Lab) trial(ctx context.Context, e *evaluator, k trialKey) (Trial, error
 		t.Error = err.Error()
 		return t, nil
 	}
-	if err := l.evaluate(ctx, e, k, &t, resp.Content); err != nil {
+	t.ToolCalls = toolCalls(resp.ToolCalls)
+	text := answerText(resp)
+	if err := l.evaluate(ctx, e, k, &t, text); err != nil {
 		return t, err
 	}
-	t.Response = resp.Content
+	t.Response = text
 	if len(t.Response) > MaxStoredResponse {
 		t.Response = cutUTF8(t.Response, MaxStoredResponse) + "…"
 	}

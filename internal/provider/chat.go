@@ -61,6 +61,17 @@ type ChatRequest struct {
 	// implies JSON. The answer is not validated against it here: parse it
 	// with the caller's own checks (chat.ParseRating does).
 	Schema *Schema
+	// Tools are OpenAI tool definitions ({"type": "function", "function":
+	// {name, description, parameters}}) the model may call; the calls come
+	// back in ChatResponse.ToolCalls. Nil offers none.
+	Tools []json.RawMessage
+}
+
+// ToolCall is a tool the model asked to call in its answer.
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments string // JSON text, as the model wrote it
 }
 
 // Schema is a JSON Schema for structured output.
@@ -102,6 +113,9 @@ type ChatResponse struct {
 	// Formatted reports whether the answering request carried
 	// response_format; false in JSON mode once the server has rejected it.
 	Formatted bool
+	// ToolCalls are the tools the answer calls, in order; an answer that
+	// calls tools may have no Content.
+	ToolCalls []ToolCall
 }
 
 // Usage counts tokens as the server reported them.
@@ -119,6 +133,7 @@ type Usage struct {
 type wireChat struct {
 	chat.OpenAIRequest
 	ResponseFormat *openai.ChatCompletionResponseFormat `json:"response_format,omitempty"`
+	Tools          []json.RawMessage                    `json:"tools,omitempty"`
 }
 
 // Complete sends req and returns the model's answer. The call ends within
@@ -133,7 +148,7 @@ type wireChat struct {
 // never again with it for the life of the Chat.
 func (c *Chat) Complete(ctx context.Context, req ChatRequest) (ChatResponse, error) {
 	start := time.Now()
-	wire := wireChat{OpenAIRequest: req.OpenAIRequest}
+	wire := wireChat{OpenAIRequest: req.OpenAIRequest, Tools: req.Tools}
 	if wire.Model == "" {
 		wire.Model = c.model
 	}
@@ -232,10 +247,13 @@ func (r *ChatResponse) decode(data []byte, jsonMode bool) error {
 	choice := wire.Choices[0]
 	r.Content = choice.Message.Content
 	r.FinishReason = string(choice.FinishReason)
+	for _, tc := range choice.Message.ToolCalls {
+		r.ToolCalls = append(r.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
 	if choice.Message.Refusal != "" {
 		return badOutput("model refused: %s", choice.Message.Refusal)
 	}
-	if strings.TrimSpace(r.Content) == "" {
+	if strings.TrimSpace(r.Content) == "" && (len(r.ToolCalls) == 0 || jsonMode) {
 		return badOutput("answer is empty (finish_reason %q)", r.FinishReason)
 	}
 	if !jsonMode {

@@ -531,3 +531,36 @@ func TestCompleteInvalidSchemaIsRejectedBeforeSending(t *testing.T) {
 	require.Zero(t, srv.Requests())
 	require.False(t, errors.Is(err, provider.ErrUnavailable))
 }
+
+// TestCompleteToolCalls: tools offered go to the server as they are; an
+// answer that only calls tools (null content) is an answer, its calls in
+// order; without tools offered no call comes back.
+func TestCompleteToolCalls(t *testing.T) {
+	c, srv := newChat(t, nil)
+	srv.SetResponder(providertest.Fixed(""))
+	srv.SetToolCaller(func(req providertest.ChatRequest) []providertest.ToolCall {
+		var out []providertest.ToolCall
+		for _, tl := range req.Tools {
+			out = append(out, providertest.ToolCall{Name: tl.Function.Name, Arguments: `{"q":"invoices"}`})
+		}
+		return out
+	})
+	tool := func(name string) json.RawMessage {
+		return json.RawMessage(`{"type":"function","function":{"name":"` + name + `","parameters":{"type":"object"}}}`)
+	}
+	conv := chat.New("").Append(chat.System("Use the tools."), chat.User("Find my invoices"))
+	resp, err := c.Complete(context.Background(), provider.ChatRequest{OpenAIRequest: conv.OpenAIRequest(), Tools: []json.RawMessage{tool("search_docs"), tool("open_ticket")}})
+	require.NoError(t, err)
+	require.Empty(t, resp.Content)
+	require.Equal(t, "tool_calls", resp.FinishReason)
+	require.Equal(t, []provider.ToolCall{
+		{ID: "call_000001_0", Name: "search_docs", Arguments: `{"q":"invoices"}`},
+		{ID: "call_000001_1", Name: "open_ticket", Arguments: `{"q":"invoices"}`},
+	}, resp.ToolCalls)
+	require.Len(t, srv.LastChat().Tools, 2)
+	require.Equal(t, "search_docs", srv.LastChat().Tools[0].Function.Name)
+
+	// No tools offered: an empty answer is unusable, as before.
+	_, err = c.Complete(context.Background(), provider.ChatRequest{OpenAIRequest: conv.OpenAIRequest()})
+	require.ErrorIs(t, err, provider.ErrBadOutput)
+}

@@ -26,6 +26,23 @@ type ChatRequest struct {
 	MaxCompletionTokens int                  `json:"max_completion_tokens"`
 	MaxTokens           int                  `json:"max_tokens"`
 	ResponseFormat      *ResponseFormat      `json:"response_format"`
+	Tools               []Tool               `json:"tools"`
+}
+
+// Tool is a tool definition a chat request offers the model.
+type Tool struct {
+	Type     string `json:"type"` // function
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	} `json:"function"`
+}
+
+// ToolCall is a call of an offered tool, as a ToolCaller makes it.
+type ToolCall struct {
+	Name      string
+	Arguments string // JSON text
 }
 
 // ResponseFormat is a request's response_format.
@@ -82,9 +99,18 @@ type (
 		FinishReason string          `json:"finish_reason"`
 	}
 	message struct {
-		Role    string          `json:"role"`
-		Content string          `json:"content"`
-		Refusal json.RawMessage `json:"refusal"`
+		Role      string          `json:"role"`
+		Content   *string         `json:"content"` // null in an answer that only calls tools
+		Refusal   json.RawMessage `json:"refusal"`
+		ToolCalls []wireToolCall  `json:"tool_calls,omitempty"`
+	}
+	wireToolCall struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
 	}
 	usage struct {
 		PromptTokens     int `json:"prompt_tokens"`
@@ -121,6 +147,7 @@ type knobs struct {
 	junk      Junk
 	responder Responder
 	ctxResp   ContextResponder
+	tools     ToolCaller
 	usage     [2]int
 	rejectRF  bool
 	apiKey    string
@@ -209,7 +236,7 @@ func (s *Server) record(r *http.Request, body []byte) knobs {
 	}
 	s.seq++
 	k := knobs{
-		latency: s.latency, junk: s.junk, responder: s.responder, ctxResp: s.ctxResp, usage: s.usage, rejectRF: s.rejectRF,
+		latency: s.latency, junk: s.junk, responder: s.responder, ctxResp: s.ctxResp, tools: s.tools, usage: s.usage, rejectRF: s.rejectRF,
 		apiKey: s.apiKey, dimension: s.dimension, reverse: s.reverse, maxBatch: s.maxBatch, seq: s.seq,
 	}
 	switch {
@@ -311,12 +338,24 @@ func (s *Server) chat(ctx context.Context, w http.ResponseWriter, body []byte, k
 			finish = "length"
 		}
 	}
+	var calls []ToolCall
+	if k.tools != nil && len(req.Tools) > 0 && k.junk == JunkOff {
+		calls = k.tools(req)
+	}
 	if k.junk != JunkNoChoices {
-		resp.Choices = []choice{{
-			Message:      message{Role: "assistant", Content: content, Refusal: null},
-			Logprobs:     null,
-			FinishReason: finish,
-		}}
+		msg := message{Role: "assistant", Content: &content, Refusal: null}
+		for i, c := range calls {
+			tc := wireToolCall{ID: fmt.Sprintf("call_%06d_%d", k.seq, i), Type: "function"}
+			tc.Function.Name, tc.Function.Arguments = c.Name, c.Arguments
+			msg.ToolCalls = append(msg.ToolCalls, tc)
+		}
+		if len(calls) > 0 {
+			finish = "tool_calls"
+			if content == "" {
+				msg.Content = nil
+			}
+		}
+		resp.Choices = []choice{{Message: msg, Logprobs: null, FinishReason: finish}}
 	}
 	switch {
 	case k.usage[0] < 0:

@@ -17,6 +17,7 @@
 //	srv.SetJunk(providertest.JunkContent)       // prose where JSON was asked
 //	srv.SetRejectResponseFormat(true)           // 400 on response_format, like older llama.cpp
 //	srv.SetResponder(providertest.NaiveRater)   // decide the content from the request
+//	srv.SetToolCaller(f)                        // call some of the tools a request offers
 //	srv.SetContextResponder(f)                  // ... with the request's context (cut off when the client gives up)
 //	srv.SetDimension(16)                        // embeddings' size; change it mid-test
 //
@@ -37,6 +38,7 @@ package providertest
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -69,6 +71,7 @@ type Server struct {
 	junk      Junk
 	responder Responder
 	ctxResp   ContextResponder
+	tools     ToolCaller
 	usage     [2]int
 	rejectRF  bool
 	apiKey    string
@@ -116,9 +119,21 @@ const DefaultDimension = 8
 // ends.
 func New(t testing.TB) *Server {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := Listen("127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("providertest: listen: %v", err)
+		t.Fatalf("providertest: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Listen starts a server on addr (host:port; port 0 picks a free one)
+// outside a test, as `agentq testmodel` does; Close stops it. URL names
+// the address it listens on, 127.0.0.1 for an unspecified host.
+func Listen(addr string) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	s := &Server{
 		addr:      ln.Addr().String(),
@@ -126,10 +141,13 @@ func New(t testing.TB) *Server {
 		dimension: DefaultDimension,
 		answered:  map[int]int{},
 	}
-	s.URL = "http://" + s.addr + "/v1"
+	host, port, _ := net.SplitHostPort(s.addr)
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	s.URL = "http://" + net.JoinHostPort(host, port) + "/v1"
 	s.serve(ln)
-	t.Cleanup(s.Close)
-	return s
+	return s, nil
 }
 
 // serve starts an http.Server on ln; s.mu must be held or s unshared.
@@ -267,6 +285,19 @@ func (s *Server) SetContextResponder(r ContextResponder) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ctxResp = r
+}
+
+// ToolCaller decides the tools a chat answer calls, for requests that
+// offer tools; nil or none: the answer calls no tool.
+type ToolCaller func(ChatRequest) []ToolCall
+
+// SetToolCaller makes c decide the tool calls of answers to requests that
+// offer tools (an answer that calls tools has finish_reason tool_calls,
+// and null content when the responder gives none); nil calls none.
+func (s *Server) SetToolCaller(c ToolCaller) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tools = c
 }
 
 // SetUsage fixes the usage reported by chat answers. Both zero restores

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -221,4 +222,24 @@ func TestVector(t *testing.T) {
 		norm += float64(x) * float64(x)
 	}
 	require.InDelta(t, 1, math.Sqrt(norm), 1e-6)
+}
+
+// TestTestModel: the test model's answers, as documented: trials mirror
+// the question and the system message (as JSON when it asks for JSON), the
+// judge gives 80 % of every criterion, and Listen serves outside a test.
+func TestTestModel(t *testing.T) {
+	srv, err := providertest.Listen("127.0.0.1:0")
+	require.NoError(t, err)
+	defer srv.Close()
+	srv.SetResponder(providertest.TestModel)
+	answer := func(system, user string) string {
+		body := fmt.Sprintf(`{"model":"test","messages":[{"role":"system","content":%q},{"role":"user","content":%q}]}`, system, user)
+		status, _, got := post(t, srv, "/chat/completions", body)
+		require.Equal(t, 200, status)
+		return got["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"].(string)
+	}
+	require.Equal(t, "Re: How do I pay?\nYou answer billing questions.", answer("You answer billing questions.", "How do I pay?"))
+	require.Equal(t, `{"type": "answer", "message": "Re: Hi\nAnswer in JSON."}`, answer("Answer in JSON.", "Hi"))
+	require.Equal(t, `{"criteria": {"helpfulness": 20, "accuracy": 8}, "pass": true, "reason": "The test model gives every answer 80 % of the points."}`,
+		answer("## Rubric\n\n- helpfulness (0-25 points): helps\n- accuracy (0-10 points): right\n", "## Query ..."))
 }
