@@ -124,7 +124,10 @@ func (ix *Indexer) apply(ctx context.Context, ops []op, valid []int) ([]event.Ev
 	}
 	var results []event.Event
 	for _, x := range out {
-		if claimed.Withheld(x.tenant) {
+		// Live copies defer a tenant under rebuild (above); a result
+		// withheld here is one the rebuild makes, which its sender
+		// keeps only if the stream lacks it (RebuildTarget).
+		if claimed.Withheld(x.tenant) && !ix.rebuild {
 			continue
 		}
 		var ev event.Event

@@ -14,7 +14,6 @@ import (
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/database"
 	"github.com/agentq/agentq/internal/library"
-	"github.com/agentq/agentq/internal/outbox"
 	"github.com/agentq/agentq/internal/replay"
 	"github.com/agentq/agentq/internal/search"
 	"github.com/agentq/agentq/internal/service"
@@ -68,13 +67,19 @@ func NewConsumer(opts Options) app.Consumer {
 }
 
 // RebuildTarget is the indexer as agentq replay rebuilds it: the same
-// handler, publishing nothing. Its state is what stream order gives, and a
-// rebuild applies the history in stream order: it needs nothing else.
+// handler, sending nothing. Its state is what stream order gives, and a
+// rebuild applies the history in stream order. Its results go through
+// replay.Results: an event the live copies had not applied when the
+// rebuild began (they were behind) is applied by the rebuild, and its
+// delivery to them is then a duplicate, so the rebuild stores the result
+// for the relay — only if no result of that event is on the stream.
 func RebuildTarget(pool *pgxpool.Pool, emb Embedders, opts Options, log zerolog.Logger) replay.Target {
 	opts = opts.withDefaults()
-	ix := New(pool, outbox.Discard, emb, opts, log)
+	results := replay.NewResultsByCause(ResultSubjects...)
+	ix := New(pool, results, emb, opts, log)
 	ix.rebuild = true
 	return replay.Target{
+		Results:  results,
 		Consumer: opts.Consumer,
 		Subjects: Subjects,
 		Reset: func(ctx context.Context, tx pgx.Tx, tenant string) error {

@@ -32,6 +32,10 @@ type Results struct {
 	filter    []string
 	through   uint64 // the last stream sequence read
 	published map[[16]byte]struct{}
+	// byCause: an event owes no result once any result it caused is in
+	// the stream (NewResultsByCause).
+	byCause bool
+	causes  map[[16]byte]struct{}
 }
 
 // NewResults returns the sender of a consumer whose per-event results are
@@ -41,11 +45,24 @@ func NewResults(subjects ...string) *Results {
 	return &Results{subjects: subjects}
 }
 
+// NewResultsByCause is NewResults for a consumer that may revise a
+// decision (the indexer: a late event decides a key again, and the
+// revision has another type and id than the result it supersedes): an
+// event whose decision is on the stream in any form owes none. A rebuild
+// decides in stream order, as the live copies' last revision did, so what
+// it would store for such an event is already said.
+func NewResultsByCause(subjects ...string) *Results {
+	return &Results{subjects: subjects, byCause: true}
+}
+
 // Queue adds to b the statements storing the results among evs that are
 // not in the stream.
 func (r *Results) Queue(b *pgx.Batch, evs ...event.Event) error {
 	var owed []event.Event
 	for _, ev := range evs {
+		if r.byCause && r.caused(bus.Causation(ev)) {
+			continue
+		}
 		if !r.has(ev.ID()) {
 			owed = append(owed, ev)
 		}
@@ -66,6 +83,13 @@ func (r *Results) has(id string) bool {
 
 // key is a result id in 16 bytes: the UUID that bus.DeriveID makes, or a
 // hash of any other id.
+func (r *Results) caused(cause string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.causes[key(cause)]
+	return cause != "" && ok
+}
+
 func key(id string) [16]byte {
 	if u, err := uuid.Parse(id); err == nil {
 		return u
@@ -81,6 +105,7 @@ func key(id string) [16]byte {
 func (r *Results) load(ctx context.Context, js jetstream.JetStream, tenant string) error {
 	r.mu.Lock()
 	r.filter, r.through, r.published = filter(r.subjects, tenant), 0, map[[16]byte]struct{}{}
+	r.causes = map[[16]byte]struct{}{}
 	r.mu.Unlock()
 	return r.catchUp(ctx, js)
 }
@@ -107,6 +132,12 @@ func (r *Results) catchUp(ctx context.Context, js jetstream.JetStream) error {
 		defer r.mu.Unlock()
 		if id != "" {
 			r.published[key(id)] = struct{}{}
+		}
+		// Binary mode carries the cause as a header; a structured
+		// result's cause is not read (it would need the body), so such
+		// a result counts by its id alone.
+		if c := m.Headers().Get("ce-" + bus.ExtCausation); r.byCause && c != "" {
+			r.causes[key(c)] = struct{}{}
 		}
 		r.through = seq
 		return nil
