@@ -9,9 +9,10 @@ import (
 )
 
 // lockMetrics returns the current metrics of keys, creating missing rows,
-// with every row locked until tx ends. Keys are locked in sorted order so
-// two scorers touching the same targets cannot deadlock.
-func lockMetrics(ctx context.Context, tx Querier, keys []Key) (map[Key]*Metrics, error) {
+// with every row locked until tx ends, in one round trip. Keys are locked
+// in sorted order so two scorers touching the same targets cannot
+// deadlock.
+func lockMetrics(ctx context.Context, tx Batcher, keys []Key) (map[Key]*Metrics, error) {
 	sort.Slice(keys, func(i, j int) bool {
 		a, b := keys[i], keys[j]
 		if a.Tenant != b.Tenant {
@@ -26,19 +27,38 @@ func lockMetrics(ctx context.Context, tx Querier, keys []Key) (map[Key]*Metrics,
 	for i, k := range keys {
 		tenants[i], targets[i], ids[i] = k.Tenant, k.Target, k.ID
 	}
-	// One statement creates missing rows, locks every row (in key order)
-	// and reads it: DO UPDATE, unlike DO NOTHING, returns existing rows too.
-	rows, err := tx.Query(ctx, `
-		INSERT INTO quality_metrics AS m (tenant_id, target, target_key)
+	// The insert creates the missing rows (in key order) and writes nothing
+	// for existing ones; the select, a statement of its own, sees them all,
+	// a concurrent insert's too (the insert waited for its outcome), and
+	// locks them in key order. FOR UPDATE marks a row; an upsert's DO
+	// UPDATE would write a whole new version of it, which the save writes
+	// again.
+	b := &pgx.Batch{}
+	b.Queue(`
+		INSERT INTO quality_metrics (tenant_id, target, target_key)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
-		ON CONFLICT (tenant_id, target, target_key) DO UPDATE SET target_key = excluded.target_key
-		RETURNING `+metricsColumns+`, m.newest_seqs`, tenants, targets, ids)
+		ON CONFLICT DO NOTHING`, tenants, targets, ids)
+	b.Queue(`
+		SELECT `+metricsColumns+`, m.newest_seqs
+		FROM quality_metrics m JOIN unnest($1::text[], $2::text[], $3::text[]) AS u(t, g, k)
+		  ON m.tenant_id = u.t AND m.target = u.g AND m.target_key = u.k
+		ORDER BY m.tenant_id, m.target, m.target_key
+		FOR UPDATE OF m`, tenants, targets, ids)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("create metrics rows: %w", err)
+	}
+	rows, err := br.Query()
 	if err != nil {
 		return nil, fmt.Errorf("lock metrics rows: %w", err)
 	}
 	list, err := scan(rows, true)
 	if err != nil {
 		return nil, err
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("lock metrics rows: %w", err)
 	}
 	out := make(map[Key]*Metrics, len(list))
 	for _, m := range list {
@@ -51,6 +71,12 @@ func lockMetrics(ctx context.Context, tx Querier, keys []Key) (map[Key]*Metrics,
 		out[m.Key] = m
 	}
 	return out, nil
+}
+
+// Batcher sends a batch of statements in one round trip: a connection or a
+// transaction.
+type Batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // queueSave queues the statement that writes ms back, so it shares a round
