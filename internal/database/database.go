@@ -335,6 +335,22 @@ type Unit struct {
 // BeginClaim acquires a connection, begins a transaction and claims keys
 // in consumer's inbox (see Claim), in one round trip when every key is new.
 func BeginClaim(ctx context.Context, pool *pgxpool.Pool, consumer string, keys []InboxKey) (*Unit, Claimed, error) {
+	return BeginClaimWith(ctx, pool, consumer, keys, nil)
+}
+
+// Rider is statements that travel with a claim, after it: Queue adds them
+// to the batch, Read reads their results.
+type Rider struct {
+	Queue func(b *pgx.Batch)
+	Read  func(br pgx.BatchResults) error
+}
+
+// BeginClaimWith is BeginClaim with the statements of also in the same
+// round trip, after the claim's, so a consumer that locks or reads its
+// state whatever the claim finds saves a round trip. They run before the
+// move check of keys applied before (see Claim), whose rows they must not
+// lock.
+func BeginClaimWith(ctx context.Context, pool *pgxpool.Pool, consumer string, keys []InboxKey, also *Rider) (*Unit, Claimed, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, Claimed{}, fmt.Errorf("begin: %w", err)
@@ -343,6 +359,9 @@ func BeginClaim(ctx context.Context, pool *pgxpool.Pool, consumer string, keys [
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	q := queueClaim(b, consumer, keys)
+	if also != nil {
+		also.Queue(b)
+	}
 	br := conn.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
@@ -350,6 +369,9 @@ func BeginClaim(ctx context.Context, pool *pgxpool.Pool, consumer string, keys [
 		return nil, Claimed{}, fmt.Errorf("begin: %w", err)
 	}
 	c, err := q.read(br)
+	if err == nil && also != nil {
+		err = also.Read(br)
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
