@@ -70,7 +70,7 @@ type recorder struct {
 }
 
 func (r *recorder) Queue(*pgx.Batch, ...event.Event) error { return nil }
-func (r *recorder) Send(_ context.Context, evs []event.Event) error {
+func (r *recorder) Post(evs []event.Event) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sent = append(r.sent, evs...)

@@ -46,8 +46,10 @@ type Sender interface {
 	// Queue adds the statements that store evs to b, run in the effect's
 	// transaction.
 	Queue(b *pgx.Batch, evs ...event.Event) error
-	// Send publishes evs once their transaction has committed.
-	Send(ctx context.Context, evs []event.Event) error
+	// Post publishes evs once their transaction has committed, in the
+	// order of the calls, without waiting for JetStream's acks: what is not
+	// acked stays stored for the outbox relay.
+	Post(evs []event.Event) error
 }
 
 // Scorer applies batches of events to the quality metrics.
@@ -97,7 +99,7 @@ func (s *Scorer) Handle(ctx context.Context, batch []*bus.Delivery) []error {
 		}
 		return errs
 	}
-	if err := s.out.Send(ctx, results); err != nil {
+	if err := s.out.Post(results); err != nil {
 		// Committed: the relay publishes what is left in the outbox.
 		s.log.Warn().Err(err).Int("events", len(results)).Msg("quality.changed left for the outbox relay")
 	}

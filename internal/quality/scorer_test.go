@@ -377,7 +377,7 @@ func TestScorerCountsDuplicatesOnce(t *testing.T) {
 type nopSender struct{}
 
 func (nopSender) Queue(*pgx.Batch, ...event.Event) error    { return nil }
-func (nopSender) Send(context.Context, []event.Event) error { return nil }
+func (nopSender) Post([]event.Event) error { return nil }
 
 func TestScorerKillAndRestart(t *testing.T) {
 	n := testenv.StartNATS(t)
