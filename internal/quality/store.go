@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -175,7 +176,7 @@ func arrayLiteral(vs []int64) string {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = fmt.Appendf(b, "%d", v)
+		b = strconv.AppendInt(b, v, 10)
 	}
 	return string(append(b, '}'))
 }
