@@ -214,7 +214,9 @@ func publishRaw(d *app.Deps, events []event.Event, prefix string) error {
 			return err
 		}
 		m.Subject = prefix + m.Subject
-		if _, err := d.JS.PublishMsgAsync(m); err != nil {
+		// Wait while the async window is full, as bus.Publisher does: on a
+		// loaded machine the client's default 200 ms stall fails the run.
+		if _, err := d.JS.PublishMsgAsync(m, jetstream.WithStallWait(10*time.Second)); err != nil {
 			return err
 		}
 	}

@@ -3,7 +3,6 @@ package bus
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -67,12 +66,61 @@ var attrLimits = map[string]int{
 // GlobalTenant is the tenant whose prompts and tools every tenant can see.
 const GlobalTenant = "_global"
 
-var tenantRE = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+// ValidTenant reports whether t is a well-formed tenant id:
+// ^[a-z0-9_-]{1,64}$. Checked byte by byte, not by a regular expression:
+// it runs several times per event (TestValidTenantAndTypeMatchTheirPatterns
+// holds it to the pattern).
+func ValidTenant(t string) bool {
+	if len(t) == 0 || len(t) > 64 {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; !(isLowerAlnum(c) || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
-// ValidTenant reports whether t is a well-formed tenant id.
-func ValidTenant(t string) bool { return tenantRE.MatchString(t) }
+func isLowerAlnum(c byte) bool { return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' }
 
-var typeRE = regexp.MustCompile(`^agentq\.([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\.v([0-9]+)$`)
+// splitType returns the domain and event of a type
+// ^agentq\.([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\.v([0-9]+)$, byte by byte
+// like ValidTenant.
+func splitType(t string) (domain, name string, ok bool) {
+	rest, ok := strings.CutPrefix(t, "agentq.")
+	if !ok {
+		return "", "", false
+	}
+	word := func() (string, bool) {
+		i := 0
+		for i < len(rest) && (isLowerAlnum(rest[i]) || rest[i] == '_') {
+			i++
+		}
+		w := rest[:i]
+		if i == 0 || !('a' <= w[0] && w[0] <= 'z') || i == len(rest) || rest[i] != '.' {
+			return "", false
+		}
+		rest = rest[i+1:]
+		return w, true
+	}
+	if domain, ok = word(); !ok {
+		return "", "", false
+	}
+	if name, ok = word(); !ok {
+		return "", "", false
+	}
+	v, ok := strings.CutPrefix(rest, "v")
+	if !ok || v == "" {
+		return "", "", false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return "", "", false
+		}
+	}
+	return domain, name, true
+}
 
 // Type is agentq's CloudEvents type for an event, e.g. Type("tool",
 // "executed") is "agentq.tool.executed.v1".
@@ -81,14 +129,14 @@ func Type(domain, name string) string { return "agentq." + domain + "." + name +
 // SubjectFor derives the NATS subject <domain>.<event>.<tenant> of an event
 // of type agentq.<domain>.<event>.v<N>.
 func SubjectFor(eventType, tenant string) (string, error) {
-	m := typeRE.FindStringSubmatch(eventType)
-	if m == nil {
+	domain, name, ok := splitType(eventType)
+	if !ok {
 		return "", fmt.Errorf("type %s is not agentq.<domain>.<event>.v<N>", quote(eventType))
 	}
 	if !ValidTenant(tenant) {
 		return "", fmt.Errorf("tenant %s does not match [a-z0-9_-]{1,64}", quote(tenant))
 	}
-	return m[1] + "." + m[2] + "." + tenant, nil
+	return domain + "." + name + "." + tenant, nil
 }
 
 // Subject returns the subject an event is published on.
@@ -98,14 +146,27 @@ func Subject(ev event.Event) (string, error) {
 
 // Tenant returns the tenantid extension of ev, or "" when it is unset.
 func Tenant(ev event.Event) string {
-	s, _ := ev.Extensions()[ExtTenant].(string)
+	s, _ := extensions(ev)[ExtTenant].(string)
 	return s
 }
 
 // Causation returns the causationid extension of ev, or "".
 func Causation(ev event.Event) string {
-	s, _ := ev.Extensions()[ExtCausation].(string)
+	s, _ := extensions(ev)[ExtCausation].(string)
 	return s
+}
+
+// extensions returns the extension attributes of ev, to read only: unlike
+// Event.Extensions, which copies them on every call, it returns the
+// event's own map when it can.
+func extensions(ev event.Event) map[string]any {
+	switch c := ev.Context.(type) {
+	case nil:
+		return nil
+	case *event.EventContextV1:
+		return c.Extensions
+	}
+	return ev.Extensions()
 }
 
 // MsgID is the Nats-Msg-Id of an event: "<tenant>:<event id>". JetStream's
@@ -187,25 +248,42 @@ func Encode(ev event.Event) (*nats.Msg, error) {
 // every value is a valid CloudEvents string and that together they fit in
 // MaxHeaderBytes.
 func attributeHeaders(ev event.Event) ([][2]string, error) {
-	exts := ev.Extensions() // a copy each call
-	hs := make([][2]string, 0, 9+len(exts))
-	add := func(k, v string) { hs = append(hs, [2]string{k, v}) }
-	add(headerPrefix+"specversion", ev.SpecVersion())
-	add(headerPrefix+"id", ev.ID())
-	add(headerPrefix+"source", ev.Source())
-	add(headerPrefix+"type", ev.Type())
+	hs := make([][2]string, 0, 10+len(extensions(ev)))
+	err := eachAttributeHeader(ev, func(k, v string) { hs = append(hs, [2]string{k, v}) })
+	if err != nil {
+		return nil, err
+	}
+	return hs, nil
+}
+
+// eachAttributeHeader makes the checks of attributeHeaders, passing each
+// header to add when add is not nil: Decode checks that an event could be
+// sent on without building its headers.
+func eachAttributeHeader(ev event.Event, add func(k, v string)) error {
+	n := 0
+	put := func(k, v string) {
+		n += len(k) + len(v)
+		if add != nil {
+			add(k, v)
+		}
+	}
+	put(headerPrefix+"specversion", ev.SpecVersion())
+	put(headerPrefix+"id", ev.ID())
+	put(headerPrefix+"source", ev.Source())
+	put(headerPrefix+"type", ev.Type())
 	if s := ev.Subject(); s != "" {
-		add(headerPrefix+"subject", s)
+		put(headerPrefix+"subject", s)
 	}
 	if !ev.Time().IsZero() {
-		add(headerPrefix+"time", types.FormatTime(ev.Time()))
+		put(headerPrefix+"time", types.FormatTime(ev.Time()))
 	}
 	if s := ev.DataSchema(); s != "" {
-		add(headerPrefix+"dataschema", s)
+		put(headerPrefix+"dataschema", s)
 	}
 	if ct := ev.DataContentType(); ct != "" {
-		add(headerContentType, ct)
+		put(headerContentType, ct)
 	}
+	exts := extensions(ev)
 	var first firstError // map order must not choose which error is reported
 	for name, value := range exts {
 		v, err := types.Format(value)
@@ -217,21 +295,17 @@ func attributeHeaders(ev event.Event) ([][2]string, error) {
 			first.keep(name, err)
 			continue
 		}
-		add(headerPrefix+name, v)
+		put(headerPrefix+name, v)
 	}
 	if first.err != nil {
-		return nil, first.err
+		return first.err
 	}
 	tenant, _ := exts[ExtTenant].(string)
-	add(headerMsgID, MsgID(tenant, ev.ID()))
-	n := 0
-	for _, kv := range hs {
-		n += len(kv[0]) + len(kv[1])
-	}
+	put(headerMsgID, MsgID(tenant, ev.ID()))
 	if n > MaxHeaderBytes {
-		return nil, fmt.Errorf("attributes take %d bytes as headers, over the %d-byte limit", n, MaxHeaderBytes)
+		return fmt.Errorf("attributes take %d bytes as headers, over the %d-byte limit", n, MaxHeaderBytes)
 	}
-	return hs, nil
+	return nil
 }
 
 // headerValue looks a header up case-insensitively: NATS headers keep the

@@ -53,7 +53,10 @@ func decode(h nats.Header, data []byte) (event.Event, error) {
 	}
 	var ev event.Event
 	ct, hasCT := hs[headerContentType]
-	mt, _, _ := mime.ParseMediaType(ct)
+	mt := ct
+	if ct != jsonCT { // what agentq sends is its own media type: spare the parse
+		mt, _, _ = mime.ParseMediaType(ct)
+	}
 	_, binary := hs[headerPrefix+"specversion"]
 	switch {
 	case strings.HasPrefix(mt, "application/cloudevents"):
@@ -69,7 +72,7 @@ func decode(h nats.Header, data []byte) (event.Event, error) {
 	if err := checkEvent(ev); err != nil {
 		return ev, err
 	}
-	if _, err := attributeHeaders(ev); err != nil {
+	if err := eachAttributeHeader(ev, nil); err != nil {
 		return ev, err
 	}
 	return ev, nil

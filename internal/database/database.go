@@ -167,20 +167,24 @@ func EnsureFence(ctx context.Context, db interface {
 // the same transaction, and ack after commit.
 //
 // Claim first reads the consumer's fence row FOR SHARE, so it waits for a
-// rebuild that is resetting state and then sees that rebuild; all its
-// statements travel in one round trip. Keys are inserted, and rows to move
-// locked, in sorted order, so two transactions claiming overlapping keys
-// cannot deadlock.
+// rebuild that is resetting state and then sees that rebuild; its
+// statements travel in one round trip, and a second one follows only when
+// some key was applied before (a duplicate: rare), to learn whether it was
+// applied at a later sequence. Keys are inserted, and rows to move locked,
+// in sorted order, so two transactions claiming overlapping keys cannot
+// deadlock.
 func Claim(ctx context.Context, tx pgx.Tx, consumer string, keys []InboxKey) (Claimed, error) {
 	b := &pgx.Batch{}
 	q := queueClaim(b, consumer, keys)
 	br := tx.SendBatch(ctx, b)
-	defer br.Close()
 	c, err := q.read(br)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return c, err
 	}
-	return c, br.Close()
+	return c, q.moves(ctx, tx, consumer, c)
 }
 
 // claim is one Claim's keys, reduced to one row per event.
@@ -189,7 +193,6 @@ type claim struct {
 	// owner maps each distinct (tenant, event id) to the index in keys
 	// that speaks for it: the copy with the lowest sequence, else the first.
 	owner map[InboxKey]int
-	seqs  bool // some key has a sequence: rows may move
 }
 
 func queueClaim(b *pgx.Batch, consumer string, keys []InboxKey) *claim {
@@ -206,7 +209,6 @@ func queueClaim(b *pgx.Batch, consumer string, keys []InboxKey) *claim {
 		if !ok || k.Seq != 0 && (keys[j].Seq == 0 || k.Seq < keys[j].Seq) {
 			q.owner[id] = i
 		}
-		q.seqs = q.seqs || k.Seq != 0
 	}
 	tenants := make([]string, 0, len(q.owner))
 	ids := make([]string, 0, len(q.owner))
@@ -221,24 +223,6 @@ func queueClaim(b *pgx.Batch, consumer string, keys []InboxKey) *claim {
 		SELECT $1, t, e, nullif(s, 0) FROM unnest($2::text[], $3::text[], $4::bigint[]) AS u(t, e, s) ORDER BY t, e
 		ON CONFLICT DO NOTHING
 		RETURNING tenant_id, event_id`, consumer, tenants, ids, seqs)
-	if q.seqs {
-		// An event applied at a later sequence than this copy's: lock the
-		// row and read where it was applied (FOR UPDATE waits for a
-		// concurrent move and reads its outcome), then record this copy's
-		// sequence.
-		b.Queue(`
-			SELECT i.tenant_id, i.event_id, i.seq
-			FROM inbox i JOIN unnest($2::text[], $3::text[], $4::bigint[]) AS u(t, e, s)
-			  ON i.consumer = $1 AND i.tenant_id = u.t AND i.event_id = u.e
-			WHERE u.s > 0 AND i.seq > u.s
-			ORDER BY i.tenant_id, i.event_id
-			FOR UPDATE OF i`, consumer, tenants, ids, seqs)
-		b.Queue(`
-			UPDATE inbox i SET seq = u.s
-			FROM unnest($2::text[], $3::text[], $4::bigint[]) AS u(t, e, s)
-			WHERE i.consumer = $1 AND i.tenant_id = u.t AND i.event_id = u.e AND u.s > 0 AND i.seq > u.s`,
-			consumer, tenants, ids, seqs)
-	}
 	return q
 }
 
@@ -280,43 +264,93 @@ func (q *claim) read(br pgx.BatchResults) (Claimed, error) {
 	if err := rows.Err(); err != nil {
 		return Claimed{}, fmt.Errorf("inbox claim: %w", err)
 	}
-	if !q.seqs {
-		return c, nil
+	return c, nil
+}
+
+// moves completes c for the keys the insert did not claim (applied
+// before) and that name a sequence: one applied at a later sequence than
+// this copy's is locked (FOR UPDATE waits for a concurrent move and reads
+// its outcome), reported in c.Moved, and recorded at this copy's sequence.
+// A key the insert claimed holds this copy's sequence already, so only the
+// others are looked up, in a round trip of their own when there are any.
+func (q *claim) moves(ctx context.Context, db interface {
+	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+}, consumer string, c Claimed) error {
+	var tenants, ids []string
+	var seqs []int64
+	for _, i := range q.owner {
+		if k := q.keys[i]; !c.Fresh[i] && k.Seq != 0 {
+			tenants, ids, seqs = append(tenants, k.Tenant), append(ids, k.EventID), append(seqs, int64(k.Seq))
+		}
 	}
-	rows, err = br.Query()
+	if len(ids) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	b.Queue(`
+		SELECT i.tenant_id, i.event_id, i.seq
+		FROM inbox i JOIN unnest($2::text[], $3::text[], $4::bigint[]) AS u(t, e, s)
+		  ON i.consumer = $1 AND i.tenant_id = u.t AND i.event_id = u.e
+		WHERE i.seq > u.s
+		ORDER BY i.tenant_id, i.event_id
+		FOR UPDATE OF i`, consumer, tenants, ids, seqs)
+	b.Queue(`
+		UPDATE inbox i SET seq = u.s
+		FROM unnest($2::text[], $3::text[], $4::bigint[]) AS u(t, e, s)
+		WHERE i.consumer = $1 AND i.tenant_id = u.t AND i.event_id = u.e AND i.seq > u.s`,
+		consumer, tenants, ids, seqs)
+	br := db.SendBatch(ctx, b)
+	defer br.Close()
+	rows, err := br.Query()
 	if err != nil {
-		return Claimed{}, fmt.Errorf("inbox move: %w", err)
+		return fmt.Errorf("inbox move: %w", err)
 	}
 	for rows.Next() {
 		var k InboxKey
 		var was int64
 		if err := rows.Scan(&k.Tenant, &k.EventID, &was); err != nil {
 			rows.Close()
-			return Claimed{}, fmt.Errorf("inbox move: %w", err)
+			return fmt.Errorf("inbox move: %w", err)
 		}
 		c.Moved[q.owner[k]] = uint64(was)
 	}
 	if err := rows.Err(); err != nil {
-		return Claimed{}, fmt.Errorf("inbox move: %w", err)
+		return fmt.Errorf("inbox move: %w", err)
 	}
 	if _, err := br.Exec(); err != nil {
-		return Claimed{}, fmt.Errorf("inbox move: %w", err)
+		return fmt.Errorf("inbox move: %w", err)
 	}
-	return c, nil
+	return br.Close()
 }
 
 // Unit is a consumer's transaction for one batch, shaped for few round
 // trips: BEGIN travels with the inbox claim (BeginClaim) and COMMIT with
-// the last writes (Commit), so a batch that reads its state once costs
-// three round trips. Always call Close.
+// the last writes (Commit), so a batch of new events that reads its state
+// once costs three round trips. Always call Close.
 type Unit struct {
 	conn *pgxpool.Conn
 	open bool
 }
 
 // BeginClaim acquires a connection, begins a transaction and claims keys
-// in consumer's inbox (see Claim), in one round trip.
+// in consumer's inbox (see Claim), in one round trip when every key is new.
 func BeginClaim(ctx context.Context, pool *pgxpool.Pool, consumer string, keys []InboxKey) (*Unit, Claimed, error) {
+	return BeginClaimWith(ctx, pool, consumer, keys, nil)
+}
+
+// Rider is statements that travel with a claim, after it: Queue adds them
+// to the batch, Read reads their results.
+type Rider struct {
+	Queue func(b *pgx.Batch)
+	Read  func(br pgx.BatchResults) error
+}
+
+// BeginClaimWith is BeginClaim with the statements of also in the same
+// round trip, after the claim's, so a consumer that locks or reads its
+// state whatever the claim finds saves a round trip. They run before the
+// move check of keys applied before (see Claim), whose rows they must not
+// lock.
+func BeginClaimWith(ctx context.Context, pool *pgxpool.Pool, consumer string, keys []InboxKey, also *Rider) (*Unit, Claimed, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, Claimed{}, fmt.Errorf("begin: %w", err)
@@ -325,6 +359,9 @@ func BeginClaim(ctx context.Context, pool *pgxpool.Pool, consumer string, keys [
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	q := queueClaim(b, consumer, keys)
+	if also != nil {
+		also.Queue(b)
+	}
 	br := conn.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
@@ -332,8 +369,14 @@ func BeginClaim(ctx context.Context, pool *pgxpool.Pool, consumer string, keys [
 		return nil, Claimed{}, fmt.Errorf("begin: %w", err)
 	}
 	c, err := q.read(br)
+	if err == nil && also != nil {
+		err = also.Read(br)
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		err = q.moves(ctx, conn, consumer, c)
 	}
 	if err != nil {
 		u.Close(ctx)

@@ -112,6 +112,14 @@ type Outbox struct {
 
 	mu        sync.Mutex
 	published []string // acked, rows not yet deleted
+	posted    []posted // published by Post, acks not yet seen
+}
+
+// posted is an event Post published, waiting for its ack.
+type posted struct {
+	id  string
+	ack jetstream.PubAckFuture
+	at  time.Time
 }
 
 // ackTimeout bounds the wait for JetStream's acks of one Send.
@@ -124,9 +132,33 @@ const maxPending = 10000
 func (o *Outbox) takePublished() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.harvest()
 	done := o.published
 	o.published = nil
 	return done
+}
+
+// harvest moves the posted events whose acks have come to published,
+// without waiting for the others. A failed publish, or one not acked within
+// ackTimeout, is given up: its row stays for the relay. o.mu is held.
+func (o *Outbox) harvest() {
+	keep := o.posted[:0]
+	for _, p := range o.posted {
+		select {
+		case <-p.ack.Ok():
+			o.published = append(o.published, p.id)
+		case err := <-p.ack.Err():
+			o.log.Warn().Err(err).Str("event_id", p.id).Msg("result left for the outbox relay")
+		default:
+			if time.Since(p.at) < ackTimeout {
+				keep = append(keep, p)
+			} else {
+				o.log.Warn().Str("event_id", p.id).Msgf("result not acknowledged within %s; left for the outbox relay", ackTimeout)
+			}
+		}
+	}
+	clear(o.posted[len(keep):])
+	o.posted = keep
 }
 
 // New returns an outbox over pool that publishes with pub.
@@ -187,6 +219,38 @@ func (o *Outbox) Send(ctx context.Context, evs []event.Event) error {
 	if full {
 		errs = append(errs, o.deletePublished(ctx))
 	}
+	return errors.Join(errs...)
+}
+
+// Post publishes evs as Send does but does not wait for their acks, so
+// the caller's next transaction overlaps them: the rows of the events
+// acked by then are deleted with a later Queue, Flush or relay pass; an
+// event whose publish fails, or is not acked within ackTimeout, stays in
+// the outbox for the relay, as after a crash. JetStream stores one
+// connection's messages in the order they were published, so results
+// posted one call after another keep their order. Call it after the
+// transaction that added evs has committed.
+func (o *Outbox) Post(evs []event.Event) error {
+	var errs []error
+	now := time.Now()
+	ps := make([]posted, 0, len(evs))
+	var never []string
+	for _, ev := range evs {
+		f, err := o.pub.PublishAsync(ev)
+		if err != nil {
+			if bus.IsPermanent(err) {
+				o.log.Error().Err(err).Str("event_id", ev.ID()).Str("type", ev.Type()).Msg("result can never be published; removed from the outbox")
+				never = append(never, ev.ID())
+			}
+			errs = append(errs, err)
+			continue
+		}
+		ps = append(ps, posted{id: ev.ID(), ack: f, at: now})
+	}
+	o.mu.Lock()
+	o.posted = append(o.posted, ps...)
+	o.published = append(o.published, never...)
+	o.mu.Unlock()
 	return errors.Join(errs...)
 }
 
@@ -311,6 +375,9 @@ func (discard) Queue(*pgx.Batch, ...event.Event) error { return nil }
 
 // Send publishes nothing.
 func (discard) Send(context.Context, []event.Event) error { return nil }
+
+// Post publishes nothing.
+func (discard) Post([]event.Event) error { return nil }
 
 // Hold waits, inside tx, until no relay is publishing consumer's rows of
 // tenant ("" every tenant), and keeps them locked until tx ends. Call it in

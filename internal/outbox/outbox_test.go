@@ -11,6 +11,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
@@ -379,4 +380,59 @@ func TestRelayHoldsResultsOfATenantBeingRebuilt(t *testing.T) {
 	e.requireStored(t, kept)
 	require.Equal(t, uint64(2), e.stored(t))
 	require.Empty(t, e.rows(t))
+}
+
+// failingPublisher refuses publishes while fail is set, as a connection
+// that is down does.
+type failingPublisher struct {
+	outbox.Publisher
+	fail atomic.Bool
+}
+
+func (f *failingPublisher) PublishAsync(ev event.Event) (jetstream.PubAckFuture, error) {
+	if f.fail.Load() {
+		return nil, nats.ErrConnectionClosed
+	}
+	return f.Publisher.PublishAsync(ev)
+}
+
+// TestPostPublishesWithoutWaiting: Post publishes and returns; the row of
+// an acked result is deleted by the next Queue, and never relayed; a result
+// whose publish failed stays for the relay, which publishes it once.
+func TestPostPublishesWithoutWaiting(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	pub := &failingPublisher{Publisher: e.pub}
+	ob := outbox.New(e.pool, pub, testenv.Logger(t))
+	queue := func() {
+		tx, err := e.pool.Begin(ctx)
+		require.NoError(t, err)
+		b := &pgx.Batch{}
+		require.NoError(t, ob.Queue(b))
+		if b.Len() > 0 {
+			require.NoError(t, tx.SendBatch(ctx, b).Close())
+		}
+		require.NoError(t, tx.Commit(ctx))
+	}
+
+	posted := e.result(t, validData)
+	e.add(t, true, posted)
+	require.NoError(t, ob.Post([]event.Event{posted}))
+	testenv.Eventually(t, 10*time.Second, func() bool { return e.stored(t) == 1 }, "the posted result is stored")
+	e.requireStored(t, posted)
+	testenv.Eventually(t, 10*time.Second, func() bool { queue(); return len(e.rows(t)) == 0 }, "the acked result's row is deleted by a later Queue")
+
+	failed := e.result(t, validData)
+	e.add(t, true, failed)
+	pub.fail.Store(true)
+	require.Error(t, ob.Post([]event.Event{failed}))
+	queue()
+	require.Equal(t, []string{failed.ID()}, e.rows(t), "a result not published stays for the relay")
+	pub.fail.Store(false)
+	n, err := ob.Flush(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the relay publishes it")
+	require.Empty(t, e.rows(t))
+	require.Equal(t, uint64(2), e.stored(t), "each result stored once")
+	e.requireStored(t, failed)
 }

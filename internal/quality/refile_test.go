@@ -70,7 +70,7 @@ type recorder struct {
 }
 
 func (r *recorder) Queue(*pgx.Batch, ...event.Event) error { return nil }
-func (r *recorder) Send(_ context.Context, evs []event.Event) error {
+func (r *recorder) Post(evs []event.Event) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sent = append(r.sent, evs...)
@@ -277,4 +277,49 @@ func TestScorerRefilesWhenTheCopyCommitsFirst(t *testing.T) {
 	}, "every original applied after its copy")
 	requireStreamReference(t, n, pool, tenant)
 	require.Empty(t, testenv.DeadLetters(t, n.JS))
+}
+
+// A copy applied after its original is a duplicate, whatever its data
+// says: a copy naming another target (a buggy republisher) changes
+// nothing, and leaves no row for the target it names (the handler locks
+// every target of a batch before it knows which events are new, creating
+// missing rows), whether it comes alone or in the original's batch.
+func TestScorerCopyNamingAnotherTargetLeavesNoRow(t *testing.T) {
+	n := testenv.StartNATS(t)
+	pool := testenv.Pool(t)
+	pub := newPublisher(t, n.JS)
+	orders := []struct {
+		name    string
+		batches func(orig, copy *bus.Delivery) [][]*bus.Delivery
+	}{
+		{"copy alone, after", func(o, c *bus.Delivery) [][]*bus.Delivery { return [][]*bus.Delivery{{o}, {c}} }},
+		{"one batch", func(o, c *bus.Delivery) [][]*bus.Delivery { return [][]*bus.Delivery{{o, c}} }},
+	}
+	for _, tc := range orders {
+		t.Run(tc.name, func(t *testing.T) {
+			tenant := testenv.Tenant(t)
+			orig, err := bus.NewEvent(quality.TypeToolExecuted, tenant, "test-agent", map[string]any{"tool_name": "web_search", "success": true, "latency_ms": 10})
+			require.NoError(t, err)
+			publishAll(t, pub, []event.Event{orig})
+			other := orig.Clone()
+			require.NoError(t, other.SetData(event.ApplicationJSON, map[string]any{"tool_name": "elsewhere", "success": false}))
+			publishCopy(t, n.JS, other)
+			all := everyCopy(t, n.JS, tenant)
+			require.Len(t, all, 2)
+
+			s := quality.NewScorer(pool, &recorder{}, quality.Options{}, testenv.Logger(t))
+			for _, b := range tc.batches(all[0], all[1]) {
+				for i, err := range s.Handle(context.Background(), b) {
+					require.NoError(t, err, "event %d of a batch of %d", i, len(b))
+				}
+			}
+			got, err := quality.List(context.Background(), pool, tenant, "", "")
+			require.NoError(t, err)
+			want := quality.Compute(conformance.History(t, n.JS, quality.Subjects, tenant))
+			require.Len(t, want, 1, "the reference has one target: the original's")
+			require.Equal(t, quality.Key{Tenant: tenant, Target: quality.TargetTool, ID: "web_search"}, want[0].Key)
+			require.Equal(t, int64(1), want[0].Successes)
+			require.Equal(t, want, got, "state equals the stream applied in order, every field")
+		})
+	}
 }

@@ -46,8 +46,10 @@ type Sender interface {
 	// Queue adds the statements that store evs to b, run in the effect's
 	// transaction.
 	Queue(b *pgx.Batch, evs ...event.Event) error
-	// Send publishes evs once their transaction has committed.
-	Send(ctx context.Context, evs []event.Event) error
+	// Post publishes evs once their transaction has committed, in the
+	// order of the calls, without waiting for JetStream's acks: what is not
+	// acked stays stored for the outbox relay.
+	Post(evs []event.Event) error
 }
 
 // Scorer applies batches of events to the quality metrics.
@@ -97,7 +99,7 @@ func (s *Scorer) Handle(ctx context.Context, batch []*bus.Delivery) []error {
 		}
 		return errs
 	}
-	if err := s.out.Send(ctx, results); err != nil {
+	if err := s.out.Post(results); err != nil {
 		// Committed: the relay publishes what is left in the outbox.
 		s.log.Warn().Err(err).Int("events", len(results)).Msg("quality.changed left for the outbox relay")
 	}
@@ -109,27 +111,48 @@ func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observa
 	for j, i := range valid {
 		claims[j] = database.InboxKey{Tenant: batch[i].Tenant, EventID: batch[i].Event.ID(), Seq: batch[i].StreamSeq}
 	}
-	// Three round trips: begin + claim, lock + read, write + commit.
-	tx, claimed, err := database.BeginClaim(ctx, s.pool, s.opts.Consumer, claims)
+	// Every target of the batch is locked and read in the claim's round
+	// trip, whatever the claim finds: two round trips, begin + claim + lock
+	// and read, then write + commit. A target that gains nothing (its
+	// events were applied before) normally has its row already; one the
+	// lock had to create is dropped again.
+	all := make([]Key, 0, len(valid))
+	seen := make(map[Key]bool, len(valid))
+	for _, i := range valid {
+		if k := obs[i].key; !seen[k] {
+			seen[k] = true
+			all = append(all, k)
+		}
+	}
+	lock := newMetricsLock(all) // sorts all
+	tx, claimed, err := database.BeginClaimWith(ctx, s.pool, s.opts.Consumer, claims, &database.Rider{Queue: lock.queue, Read: lock.read})
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Close(ctx)
-	var keys []Key
-	seen := map[Key]bool{}
+	gains := make(map[Key]bool, len(all))
 	for j, i := range valid {
-		if k := obs[i].key; (claimed.Fresh[j] || claimed.Moved[j] != 0) && !seen[k] {
-			seen[k] = true
+		if claimed.Fresh[j] || claimed.Moved[j] != 0 {
+			gains[obs[i].key] = true
+		}
+	}
+	var keys, idle []Key // in key order: results come in a stable order
+	for _, k := range all {
+		if gains[k] {
 			keys = append(keys, k)
 		}
 	}
+	for _, k := range lock.created {
+		if !gains[k] {
+			idle = append(idle, k)
+		}
+	}
+	b := &pgx.Batch{}
+	queueDrop(b, idle)
 	if len(keys) == 0 {
-		return nil, tx.Commit(ctx, &pgx.Batch{}) // all duplicates: nothing to apply
+		return nil, tx.Commit(ctx, b) // all duplicates: nothing to apply
 	}
-	metrics, err := lockMetrics(ctx, tx, keys)
-	if err != nil {
-		return nil, err
-	}
+	metrics := lock.rows
 	// The newest event of each target in this batch is the result's cause.
 	cause := map[Key]*bus.Delivery{}
 	moved := map[Key]*bus.Delivery{}
@@ -159,7 +182,7 @@ func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observa
 	}
 	touched := make([]*Metrics, 0, len(keys))
 	results := make([]event.Event, 0, len(keys))
-	for _, k := range keys { // keys is sorted: results come in a stable order
+	for _, k := range keys {
 		m := metrics[k]
 		touched = append(touched, m)
 		if claimed.Withheld(k.Tenant) {
@@ -194,7 +217,6 @@ func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observa
 		results = append(results, ev)
 	}
 	// The metric updates and the outbox rows go in one round trip.
-	b := &pgx.Batch{}
 	queueSave(b, touched)
 	if err := s.out.Queue(b, results...); err != nil {
 		return nil, bus.Permanent(err)

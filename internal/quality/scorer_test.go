@@ -376,8 +376,8 @@ func TestScorerCountsDuplicatesOnce(t *testing.T) {
 // metrics.
 type nopSender struct{}
 
-func (nopSender) Queue(*pgx.Batch, ...event.Event) error    { return nil }
-func (nopSender) Send(context.Context, []event.Event) error { return nil }
+func (nopSender) Queue(*pgx.Batch, ...event.Event) error { return nil }
+func (nopSender) Post([]event.Event) error               { return nil }
 
 func TestScorerKillAndRestart(t *testing.T) {
 	n := testenv.StartNATS(t)

@@ -4,14 +4,30 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// lockMetrics returns the current metrics of keys, creating missing rows,
-// with every row locked until tx ends. Keys are locked in sorted order so
-// two scorers touching the same targets cannot deadlock.
-func lockMetrics(ctx context.Context, tx Querier, keys []Key) (map[Key]*Metrics, error) {
+// metricsLock creates the missing rows of keys and reads every row of
+// them, locked until the transaction ends, as statements that ride with
+// the inbox claim (database.BeginClaimWith): the scorer's state is read in
+// the claim's round trip. Rows are created and locked in key order, so two
+// scorers touching the same targets cannot deadlock. After the round trip,
+// rows holds the metrics by key, and created the keys whose rows the
+// insert created.
+type metricsLock struct {
+	keys    []Key
+	rows    map[Key]*Metrics
+	created []Key
+}
+
+func newMetricsLock(keys []Key) *metricsLock {
+	sortKeys(keys)
+	return &metricsLock{keys: keys}
+}
+
+func sortKeys(keys []Key) {
 	sort.Slice(keys, func(i, j int) bool {
 		a, b := keys[i], keys[j]
 		if a.Tenant != b.Tenant {
@@ -22,25 +38,58 @@ func lockMetrics(ctx context.Context, tx Querier, keys []Key) (map[Key]*Metrics,
 		}
 		return a.ID < b.ID
 	})
-	tenants, targets, ids := make([]string, len(keys)), make([]string, len(keys)), make([]string, len(keys))
-	for i, k := range keys {
+}
+
+// queue adds the statements to b. The insert creates the missing rows and
+// writes nothing for existing ones; the select, a statement of its own,
+// sees them all, a concurrent insert's too (the insert waited for its
+// outcome), and locks them in key order. FOR UPDATE marks a row; an
+// upsert's DO UPDATE would write a whole new version of it, which the save
+// writes again.
+func (l *metricsLock) queue(b *pgx.Batch) {
+	tenants, targets, ids := make([]string, len(l.keys)), make([]string, len(l.keys)), make([]string, len(l.keys))
+	for i, k := range l.keys {
 		tenants[i], targets[i], ids[i] = k.Tenant, k.Target, k.ID
 	}
-	// One statement creates missing rows, locks every row (in key order)
-	// and reads it: DO UPDATE, unlike DO NOTHING, returns existing rows too.
-	rows, err := tx.Query(ctx, `
-		INSERT INTO quality_metrics AS m (tenant_id, target, target_key)
+	b.Queue(`
+		INSERT INTO quality_metrics (tenant_id, target, target_key)
 		SELECT * FROM unnest($1::text[], $2::text[], $3::text[])
-		ON CONFLICT (tenant_id, target, target_key) DO UPDATE SET target_key = excluded.target_key
-		RETURNING `+metricsColumns+`, m.newest_seqs`, tenants, targets, ids)
+		ON CONFLICT DO NOTHING
+		RETURNING tenant_id, target, target_key`, tenants, targets, ids)
+	b.Queue(`
+		SELECT `+metricsColumns+`, m.newest_seqs
+		FROM quality_metrics m JOIN unnest($1::text[], $2::text[], $3::text[]) AS u(t, g, k)
+		  ON m.tenant_id = u.t AND m.target = u.g AND m.target_key = u.k
+		ORDER BY m.tenant_id, m.target, m.target_key
+		FOR UPDATE OF m`, tenants, targets, ids)
+}
+
+// read reads the results of queue's statements.
+func (l *metricsLock) read(br pgx.BatchResults) error {
+	rows, err := br.Query()
 	if err != nil {
-		return nil, fmt.Errorf("lock metrics rows: %w", err)
+		return fmt.Errorf("create metrics rows: %w", err)
+	}
+	for rows.Next() {
+		var k Key
+		if err := rows.Scan(&k.Tenant, &k.Target, &k.ID); err != nil {
+			rows.Close()
+			return fmt.Errorf("create metrics rows: %w", err)
+		}
+		l.created = append(l.created, k)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("create metrics rows: %w", err)
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return fmt.Errorf("lock metrics rows: %w", err)
 	}
 	list, err := scan(rows, true)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := make(map[Key]*Metrics, len(list))
+	l.rows = make(map[Key]*Metrics, len(list))
 	for _, m := range list {
 		// The newest event is always first. A row whose list does not say
 		// so was written before the list existed, or by an older scorer:
@@ -48,9 +97,26 @@ func lockMetrics(ctx context.Context, tx Querier, keys []Key) (map[Key]*Metrics,
 		if m.StateVersion > 0 && (len(m.newest) == 0 || m.newest[0] != m.AsOfSeq) {
 			m.newest = []int64{m.AsOfSeq}
 		}
-		out[m.Key] = m
+		l.rows[m.Key] = m
 	}
-	return out, nil
+	return nil
+}
+
+// queueDrop queues the deletion of the rows of keys: rows the lock created
+// for targets that gained nothing (events applied before, a copy naming
+// another target than its original did), which must not appear as
+// targets with no events.
+func queueDrop(b *pgx.Batch, keys []Key) {
+	if len(keys) == 0 {
+		return
+	}
+	tenants, targets, ids := make([]string, len(keys)), make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		tenants[i], targets[i], ids[i] = k.Tenant, k.Target, k.ID
+	}
+	b.Queue(`
+		DELETE FROM quality_metrics m USING unnest($1::text[], $2::text[], $3::text[]) AS u(t, g, k)
+		WHERE m.tenant_id = u.t AND m.target = u.g AND m.target_key = u.k`, tenants, targets, ids)
 }
 
 // queueSave queues the statement that writes ms back, so it shares a round
@@ -110,7 +176,7 @@ func arrayLiteral(vs []int64) string {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = fmt.Appendf(b, "%d", v)
+		b = strconv.AppendInt(b, v, 10)
 	}
 	return string(append(b, '}'))
 }
