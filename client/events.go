@@ -139,18 +139,22 @@ func (FeedbackSubmitted) EventType() string { return "agentq.feedback.submitted.
 // ExperimentRequested asks the lab to compare prompt versions
 // (experiment.requested). See docs/lab.md for what each field does.
 type ExperimentRequested struct {
-	PromptID          string          `json:"prompt_id"`
-	ExperimentID      string          `json:"experiment_id,omitempty"`
-	Name              string          `json:"name,omitempty"`
-	TestQueries       []TestQuery     `json:"test_queries,omitempty"`
-	BaselineVersion   int             `json:"baseline_version,omitempty"`
-	CandidateVersions []int           `json:"candidate_versions,omitempty"`
-	Repetitions       int             `json:"repetitions,omitempty"`
-	Model             string          `json:"model,omitempty"`
-	JudgeModel        string          `json:"judge_model,omitempty"`
-	Temperature       *float64        `json:"temperature,omitempty"`
-	Evaluation        *Evaluation     `json:"evaluation,omitempty"`
-	Auto              *AutoExperiment `json:"auto,omitempty"`
+	PromptID          string      `json:"prompt_id"`
+	ExperimentID      string      `json:"experiment_id,omitempty"`
+	Name              string      `json:"name,omitempty"`
+	TestQueries       []TestQuery `json:"test_queries,omitempty"`
+	BaselineVersion   int         `json:"baseline_version,omitempty"`
+	CandidateVersions []int       `json:"candidate_versions,omitempty"`
+	Repetitions       int         `json:"repetitions,omitempty"`
+	Model             string      `json:"model,omitempty"`
+	JudgeModel        string      `json:"judge_model,omitempty"`
+	Temperature       *float64    `json:"temperature,omitempty"`
+	// Tools are OpenAI tool definitions offered to the model with every
+	// trial instead of each version's metadata.tools; the report counts
+	// the calls the answers make. They are never run.
+	Tools      []map[string]any `json:"tools,omitempty"`
+	Evaluation *Evaluation      `json:"evaluation,omitempty"`
+	Auto       *AutoExperiment  `json:"auto,omitempty"`
 }
 
 func (ExperimentRequested) EventType() string { return "agentq.experiment.requested.v1" }
@@ -209,7 +213,15 @@ type Prices struct {
 type AutoExperiment struct {
 	CandidateCount int        `json:"candidate_count,omitempty"`
 	Since          *time.Time `json:"since,omitempty"`
-	MaxSamples     int        `json:"max_samples,omitempty"`
+	// Incremental uses only feedback no earlier incremental run of the
+	// prompt looked at (scheduled runs are incremental).
+	Incremental         bool `json:"incremental,omitempty"`
+	MaxSamples          int  `json:"max_samples,omitempty"`
+	MinNegativeFeedback int  `json:"min_negative_feedback,omitempty"`
+	// Holdout is the share of test queries kept out of generation.
+	Holdout *float64 `json:"holdout,omitempty"`
+	// Model analyses the feedback and writes the candidates.
+	Model string `json:"model,omitempty"`
 }
 
 // ExperimentCancelled cancels a running experiment (operator command).
