@@ -157,21 +157,12 @@ func runBenchIndexer(ctx context.Context, e Env, cfg config.Config, log zerolog.
 		}
 		defer pprof.StopCPUProfile()
 	}
-	var progress io.Writer = io.Discard
-	if *verbose {
-		progress = e.Stderr
-	}
+	progress := benchProgress(e, *verbose)
 	res, err := bench.Indexer(ctx, cfg, o, progress, log)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		enc := json.NewEncoder(e.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	res.Print(e.Stdout)
-	return nil
+	return printBench(e, *asJSON, res)
 }
 
 func init() {
@@ -213,21 +204,12 @@ func runBenchClient(ctx context.Context, e Env, cfg config.Config, log zerolog.L
 	if o.Requests < 1 || o.Cold < 1 || o.Clients < 1 || o.Moves < 1 || o.Poll <= 0 {
 		return usageError(e, fs, "bench client", "--requests, --cold, --clients, --moves and --poll must be positive")
 	}
-	var progress io.Writer = io.Discard
-	if *verbose {
-		progress = e.Stderr
-	}
+	progress := benchProgress(e, *verbose)
 	res, err := bench.Client(ctx, cfg, o, progress, log)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		enc := json.NewEncoder(e.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	res.Print(e.Stdout)
-	return nil
+	return printBench(e, *asJSON, res)
 }
 
 func runBenchDegrader(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, args []string) error {
@@ -247,4 +229,23 @@ func runBenchDegrader(ctx context.Context, e Env, cfg config.Config, log zerolog
 	}
 	r.Print(e.Stdout)
 	return nil
+}
+
+// printBench prints a benchmark's result as its table, or as indented JSON.
+func printBench(e Env, asJSON bool, res interface{ Print(io.Writer) }) error {
+	if asJSON {
+		enc := json.NewEncoder(e.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	res.Print(e.Stdout)
+	return nil
+}
+
+// benchProgress is where a benchmark reports progress: stderr with -v.
+func benchProgress(e Env, verbose bool) io.Writer {
+	if verbose {
+		return e.Stderr
+	}
+	return io.Discard
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"runtime/pprof"
 
@@ -62,11 +61,5 @@ func runBenchIngest(ctx context.Context, e Env, cfg config.Config, log zerolog.L
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		enc := json.NewEncoder(e.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	res.Print(e.Stdout)
-	return nil
+	return printBench(e, *asJSON, res)
 }

@@ -1105,21 +1105,9 @@ func runExperimentActivate(ctx context.Context, e Env, cfg config.Config, args [
 	if err != nil {
 		return err
 	}
-	out := activation{EventID: ev.ID(), ExperimentID: id, PromptID: x.PromptID, Version: target, Label: *label, Outcome: outcomeNoAnswer}
+	out := activation{EventID: ev.ID(), ExperimentID: id, PromptID: x.PromptID, Version: target, Label: *label}
 	var failure error
-	switch {
-	case a == nil:
-		failure = fmt.Errorf("no answer from the indexer within %s to prompt.activated %s: is the indexer running (`make dev` runs it)?", *timeout, ev.ID())
-	case a.Type == indexer.TypeRejected:
-		var rj rejected
-		_ = json.Unmarshal(a.Data, &rj)
-		out.Outcome, out.ReasonCode, out.Reason = outcomeRejected, rj.ReasonCode, rj.Reason
-		failure = fmt.Errorf("rejected: %s: %s", rj.ReasonCode, oneLineText(rj.Reason))
-	default:
-		var d indexed
-		_ = json.Unmarshal(a.Data, &d)
-		out.Outcome, out.Labels = "activated", d.Labels
-	}
+	out.activationOutcome, failure = readActivation(a, *timeout, ev.ID())
 	if *asJSON {
 		if err := writeJSON(e.Stdout, out); err != nil {
 			return err
@@ -1133,15 +1121,12 @@ func runExperimentActivate(ctx context.Context, e Env, cfg config.Config, args [
 
 // activation is what activate --json prints.
 type activation struct {
-	EventID      string   `json:"event_id"`
-	ExperimentID string   `json:"experiment_id"`
-	PromptID     string   `json:"prompt_id"`
-	Version      int      `json:"version"`
-	Label        string   `json:"label"`
-	Outcome      string   `json:"outcome"` // activated, rejected or no_answer
-	Labels       []string `json:"labels,omitempty"`
-	ReasonCode   string   `json:"reason_code,omitempty"`
-	Reason       string   `json:"reason,omitempty"`
+	EventID      string `json:"event_id"`
+	ExperimentID string `json:"experiment_id"`
+	PromptID     string `json:"prompt_id"`
+	Version      int    `json:"version"`
+	Label        string `json:"label"`
+	activationOutcome
 }
 
 // activationReason is the reason prompt.activated records.

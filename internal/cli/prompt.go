@@ -290,29 +290,14 @@ func runPromptActivate(ctx context.Context, e Env, cfg config.Config, args []str
 		return err
 	}
 	out := struct {
-		EventID    string   `json:"event_id"`
-		PromptID   string   `json:"prompt_id"`
-		Version    int      `json:"version"`
-		Label      string   `json:"label"`
-		Outcome    string   `json:"outcome"` // activated, rejected or no_answer
-		Labels     []string `json:"labels,omitempty"`
-		ReasonCode string   `json:"reason_code,omitempty"`
-		Reason     string   `json:"reason,omitempty"`
-	}{EventID: ev.ID(), PromptID: pos[0], Version: version, Label: *label, Outcome: outcomeNoAnswer}
+		EventID  string `json:"event_id"`
+		PromptID string `json:"prompt_id"`
+		Version  int    `json:"version"`
+		Label    string `json:"label"`
+		activationOutcome
+	}{EventID: ev.ID(), PromptID: pos[0], Version: version, Label: *label}
 	var failure error
-	switch {
-	case a == nil:
-		failure = fmt.Errorf("no answer from the indexer within %s to prompt.activated %s: is the indexer running (`make dev` runs it)? `agentq dlq --consumer indexer` lists what it could not process", *timeout, ev.ID())
-	case a.Type == indexer.TypeRejected:
-		var r rejected
-		_ = json.Unmarshal(a.Data, &r)
-		out.Outcome, out.ReasonCode, out.Reason = outcomeRejected, r.ReasonCode, r.Reason
-		failure = fmt.Errorf("rejected: %s: %s", r.ReasonCode, oneLineText(r.Reason))
-	default:
-		var d indexed
-		_ = json.Unmarshal(a.Data, &d)
-		out.Outcome, out.Labels = "activated", d.Labels
-	}
+	out.activationOutcome, failure = readActivation(a, *timeout, ev.ID())
 	if *asJSON {
 		if err := writeJSON(e.Stdout, out); err != nil {
 			return err
@@ -328,4 +313,30 @@ func runPromptActivate(ctx context.Context, e Env, cfg config.Config, args []str
 func awaitOne(ctx context.Context, e Env, js jetstream.JetStream, reg *schemas.Registry, ev event.Event, okType string, timeout time.Duration) (*answer.Answer, error) {
 	warnIfNoIndexer(ctx, e, js)
 	return answer.Await(ctx, js, reg, ev, okType, indexer.TypeRejected, timeout)
+}
+
+// activationOutcome is what the indexer answered to a prompt.activated.
+type activationOutcome struct {
+	Outcome    string   `json:"outcome"` // activated, rejected or no_answer
+	Labels     []string `json:"labels,omitempty"`
+	ReasonCode string   `json:"reason_code,omitempty"`
+	Reason     string   `json:"reason,omitempty"`
+}
+
+// readActivation reads the indexer's answer a (nil: none within timeout)
+// to prompt.activated evID; the error says why the label did not move.
+func readActivation(a *answer.Answer, timeout time.Duration, evID string) (activationOutcome, error) {
+	switch {
+	case a == nil:
+		return activationOutcome{Outcome: outcomeNoAnswer}, fmt.Errorf("no answer from the indexer within %s to prompt.activated %s: is the indexer running (`make dev` runs it)? `agentq dlq --consumer indexer` lists what it could not process", timeout, evID)
+	case a.Type == indexer.TypeRejected:
+		var r rejected
+		_ = json.Unmarshal(a.Data, &r)
+		return activationOutcome{Outcome: outcomeRejected, ReasonCode: r.ReasonCode, Reason: r.Reason},
+			fmt.Errorf("rejected: %s: %s", r.ReasonCode, oneLineText(r.Reason))
+	default:
+		var d indexed
+		_ = json.Unmarshal(a.Data, &d)
+		return activationOutcome{Outcome: "activated", Labels: d.Labels}, nil
+	}
 }
