@@ -35,6 +35,25 @@ func WithTime(t time.Time) PublishOption { return func(e *event.Event) { e.SetTi
 // WithSubject sets the CloudEvents subject attribute, free text.
 func WithSubject(s string) PublishOption { return func(e *event.Event) { e.SetSubject(s) } }
 
+// WithTrace sets the event's W3C trace context (the CloudEvents
+// distributed-tracing extension): traceparent, and tracestate unless it is
+// empty. Every result agentq publishes because of the event carries it, so
+// ratings, quality changes and alerts join the agent's trace. With
+// OpenTelemetry, take both from a propagation.TraceContext injected into a
+// carrier. An empty traceparent (no trace) sets nothing; one not in W3C
+// Trace Context's format is a *ValidationError.
+func WithTrace(traceparent, tracestate string) PublishOption {
+	return func(e *event.Event) {
+		if traceparent == "" {
+			return
+		}
+		e.SetExtension(bus.ExtTraceParent, traceparent)
+		if tracestate != "" {
+			e.SetExtension(bus.ExtTraceState, tracestate)
+		}
+	}
+}
+
 // Ack is JetStream's acknowledgement of a stored event.
 type Ack struct {
 	ID       string // the event id
@@ -141,6 +160,9 @@ func (c *Client) Publish(ctx context.Context, ev Event, opts ...PublishOption) (
 	}
 	if err := bus.ValidID(ce.ID()); err != nil {
 		return nil, &ValidationError{Type: typ, Problems: []Problem{{Field: "id", Message: strings.TrimPrefix(err.Error(), "event id ")}}}
+	}
+	if tp, ok := ce.Extensions()[bus.ExtTraceParent].(string); ok && !bus.ValidTraceParent(tp) {
+		return nil, &ValidationError{Type: typ, Problems: []Problem{{Field: bus.ExtTraceParent, Message: "not a W3C traceparent (version-traceid-parentid-flags in lower-case hex)"}}}
 	}
 	if err := ce.SetData("application/json", json.RawMessage(data)); err != nil {
 		return nil, fmt.Errorf("publish %s: %w", typ, err)

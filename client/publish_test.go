@@ -108,7 +108,9 @@ func TestPublishOptionsAndDuplicates(t *testing.T) {
 	c := connect(t, client.Config{Tenant: ten})
 	at := time.Date(2026, 11, 2, 3, 4, 5, 0, time.UTC)
 	ev := client.ToolExecuted{ToolName: "dup_tool", Success: true}
-	opts := []client.PublishOption{client.WithEventID("call-42"), client.WithSource("agent/x"), client.WithTime(at), client.WithSubject("step 3")}
+	traceparent := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	opts := []client.PublishOption{client.WithEventID("call-42"), client.WithSource("agent/x"), client.WithTime(at), client.WithSubject("step 3"),
+		client.WithTrace(traceparent, "vendor=x")}
 	first, err := c.Publish(ctx, ev, opts...)
 	require.NoError(t, err)
 	a1, err := first.Wait(ctx)
@@ -132,12 +134,28 @@ func TestPublishOptionsAndDuplicates(t *testing.T) {
 	require.Equal(t, "agent/x", e.Source())
 	require.Equal(t, at, e.Time())
 	require.Equal(t, "step 3", e.Subject())
+	require.Equal(t, bus.TraceContext{Parent: traceparent, State: "vendor=x"}, bus.Trace(e))
 
-	// An id the consumers could not decode is refused here.
+	// An id the consumers could not decode is refused here, and so is a
+	// traceparent agentq would ignore.
 	_, err = c.Publish(ctx, ev, client.WithEventID(strings.Repeat("x", 257)))
 	var ve *client.ValidationError
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, "id", ve.Field(), "%v", err)
+	_, err = c.Publish(ctx, ev, client.WithTrace("00-trace", ""))
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "traceparent", ve.Field(), "%v", err)
+	// No trace (an OpenTelemetry carrier without a span): nothing is set.
+	untraced, err := c.Publish(ctx, ev, client.WithEventID("call-43"), client.WithTrace("", ""))
+	require.NoError(t, err)
+	_, err = untraced.Wait(ctx)
+	require.NoError(t, err)
+	m, err = stream.GetLastMsgForSubject(ctx, "tool.executed."+ten)
+	require.NoError(t, err)
+	e, err = bus.Decode(m.Header, m.Data)
+	require.NoError(t, err)
+	require.Equal(t, "call-43", e.ID())
+	require.NotContains(t, e.Extensions(), bus.ExtTraceParent)
 }
 
 // TestPublishWindowAndFlush: at most MaxPending events await their ack;

@@ -159,6 +159,7 @@ func cause(tenant string, fc fact) event.Event {
 	ev.SetID(fc.EventID)
 	ev.SetType(fc.Type)
 	ev.SetExtension(bus.ExtTenant, tenant)
+	fc.Trace.Set(&ev)
 	return ev
 }
 

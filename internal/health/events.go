@@ -56,6 +56,8 @@ type fact struct {
 	Due time.Time
 	// Reason and By come with a release.
 	Reason, By string
+	// Trace is the event's trace context, which its results carry.
+	Trace bus.TraceContext
 }
 
 type inputData struct {
@@ -78,7 +80,7 @@ func facts(d *bus.Delivery) ([]fact, error) {
 	}
 	// Postgres keeps microseconds: the fold must see the same time whether
 	// the fact came from the table or straight from the stream.
-	f := fact{Seq: d.StreamSeq, EventID: d.Event.ID(), Type: d.Event.Type(), Tool: in.ToolName, At: d.Time.UTC().Truncate(time.Microsecond)}
+	f := fact{Seq: d.StreamSeq, EventID: d.Event.ID(), Type: d.Event.Type(), Tool: in.ToolName, At: d.Time.UTC().Truncate(time.Microsecond), Trace: bus.Trace(d.Event)}
 	switch d.Event.Type() {
 	case TypeToolExecuted:
 		if in.Success == nil {

@@ -30,11 +30,11 @@ func queueFacts(b *pgx.Batch, tenant string, fs []fact) {
 			due = &d
 		}
 		b.Queue(`
-			INSERT INTO health_facts (tenant_id, event_id, part, stream_seq, kind, tool_name, bad, rating, at, due, reason, released_by, event_type)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+			INSERT INTO health_facts (tenant_id, event_id, part, stream_seq, kind, tool_name, bad, rating, at, due, reason, released_by, event_type, trace_parent, trace_state)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 			ON CONFLICT (tenant_id, event_id, part) DO UPDATE SET stream_seq = excluded.stream_seq, at = excluded.at
 			WHERE excluded.stream_seq < health_facts.stream_seq`,
-			tenant, f.EventID, part, int64(f.Seq), int16(f.Kind), f.Tool, f.Bad, f.Rating, f.At, due, f.Reason, f.By, f.Type)
+			tenant, f.EventID, part, int64(f.Seq), int16(f.Kind), f.Tool, f.Bad, f.Rating, f.At, due, f.Reason, f.By, f.Type, f.Trace.Parent, f.Trace.State)
 		maxSeq, minSeq = max(maxSeq, f.Seq), min(minSeq, f.Seq)
 	}
 	b.Queue(`
@@ -71,7 +71,7 @@ func lockTenant(ctx context.Context, tx pgx.Tx, tenant string) (tenantRow, bool,
 
 func readFacts(ctx context.Context, tx pgx.Tx, tenant string, after, through uint64) ([]fact, error) {
 	rows, err := tx.Query(ctx, `
-		SELECT stream_seq, event_id, event_type, kind, tool_name, bad, rating, at, due, reason, released_by
+		SELECT stream_seq, event_id, event_type, kind, tool_name, bad, rating, at, due, reason, released_by, trace_parent, trace_state
 		FROM health_facts WHERE tenant_id = $1 AND stream_seq > $2 AND stream_seq <= $3
 		ORDER BY stream_seq, part`, tenant, int64(after), int64(through))
 	if err != nil {
@@ -84,7 +84,7 @@ func readFacts(ctx context.Context, tx pgx.Tx, tenant string, after, through uin
 		var seq int64
 		var k int16
 		var due *time.Time
-		if err := rows.Scan(&seq, &f.EventID, &f.Type, &k, &f.Tool, &f.Bad, &f.Rating, &f.At, &due, &f.Reason, &f.By); err != nil {
+		if err := rows.Scan(&seq, &f.EventID, &f.Type, &k, &f.Tool, &f.Bad, &f.Rating, &f.At, &due, &f.Reason, &f.By, &f.Trace.Parent, &f.Trace.State); err != nil {
 			return nil, fmt.Errorf("read facts: %w", err)
 		}
 		f.Seq, f.Kind = uint64(seq), kind(k)

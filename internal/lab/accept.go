@@ -148,6 +148,7 @@ func (l *Lab) accept(ctx context.Context, tx pgx.Tx, d *bus.Delivery, withheld b
 		}
 		return l.rejected(d, rej)
 	}
+	spec.Trace = bus.Trace(d.Event)
 	payload, err := json.Marshal(spec)
 	if err != nil {
 		return nil, false, bus.Permanentf("experiment %s: %v", id, err)

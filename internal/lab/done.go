@@ -96,6 +96,7 @@ func (l *Lab) onDone(ctx context.Context, tx pgx.Tx, j *job.Job, o job.Outcome) 
 	cause := event.New()
 	cause.SetID(s.RequestID)
 	cause.SetExtension(bus.ExtTenant, j.Tenant)
+	s.Trace.Set(&cause)
 	ev, err := bus.NewResult(l.opts.Consumer, typ, cause, data)
 	if err != nil {
 		return bus.Permanent(err)

@@ -335,6 +335,7 @@ func (l *Lab) publishCandidates(ctx context.Context, j *job.Job, s Spec, weak []
 		}
 		ev.SetID(l.candidateEventID(j.Tenant, s.ExperimentID, i))
 		ev.SetExtension(bus.ExtCausation, s.RequestID)
+		s.Trace.Set(&ev)
 		ids[i] = ev.ID()
 		evs = append(evs, ev)
 	}

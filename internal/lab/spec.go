@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/chat"
 	"github.com/agentq/agentq/internal/library"
 )
@@ -33,6 +34,8 @@ type Spec struct {
 	// Auto, for a run from feedback, is how the candidates are made:
 	// until they are, Versions holds the baseline alone.
 	Auto *AutoSpec `json:"auto,omitempty"`
+	// Trace is the request's trace context, which every result carries.
+	Trace bus.TraceContext `json:"trace,omitzero"`
 }
 
 // VersionSpec is one prompt version under test.

@@ -182,6 +182,14 @@ func (s *Sender) post(ctx context.Context, e Endpoint, d *bus.Delivery) (int, er
 	if e.Secret != nil {
 		req.Header.Set("webhook-signature", Sign(e.Secret, d.Event.ID(), now, body))
 	}
+	// The alert's trace context, the agent call's that caused it: the
+	// receiver's handling joins that trace (W3C Trace Context headers).
+	if tc := bus.Trace(d.Event); tc.Parent != "" {
+		req.Header.Set("traceparent", tc.Parent)
+		if tc.State != "" {
+			req.Header.Set("tracestate", tc.State)
+		}
+	}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.Canceled) {
