@@ -48,6 +48,7 @@ var errUsage = errors.New("usage")
 // Main runs the command named by e.Args[0] until it finishes or SIGINT or
 // SIGTERM arrives, and returns the exit code.
 func Main(e Env) int {
+	tuneGC(e.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return Run(ctx, e)
