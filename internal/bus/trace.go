@@ -30,10 +30,17 @@ type TraceContext struct {
 func Trace(ev event.Event) TraceContext {
 	exts := ev.Extensions()
 	parent, _ := exts[ExtTraceParent].(string)
+	state, _ := exts[ExtTraceState].(string)
+	return ParseTrace(parent, state)
+}
+
+// ParseTrace returns the trace context of a traceparent and a tracestate
+// (from an event's attributes, or HTTP headers) by Trace's rules: the zero
+// value when parent is malformed, no state when state is not one to carry.
+func ParseTrace(parent, state string) TraceContext {
 	if !ValidTraceParent(parent) {
 		return TraceContext{}
 	}
-	state, _ := exts[ExtTraceState].(string)
 	if len(state) > maxTraceState || !printableASCII(state) {
 		state = ""
 	}
