@@ -20,6 +20,8 @@
 //     was wrong); the others of the request were published all the same;
 //   - 413: the body, or the number of events, is over its limit, or every
 //     event's data is over AGENTQ_MAX_PAYLOAD: nothing published;
+//   - 503 with Retry-After and no results: the endpoint is serving
+//     MaxInFlight requests already, and read nothing of this one;
 //   - 503 with Retry-After: JetStream did not take some events
 //     (unavailable: not stored) or did not confirm them in time
 //     (unconfirmed: maybe stored). Sending the same events again is safe:
@@ -101,6 +103,9 @@ type Options struct {
 	MaxBody    int           // bytes of one request body (AGENTQ_INGEST_MAX_BODY)
 	MaxBatch   int           // events in one batch (AGENTQ_INGEST_MAX_BATCH)
 	AckTimeout time.Duration // longest wait for JetStream's acks (AGENTQ_INGEST_ACK_TIMEOUT)
+	// MaxInFlight bounds the requests served at once
+	// (AGENTQ_INGEST_MAX_INFLIGHT); 0 is DefaultMaxInFlight.
+	MaxInFlight int
 	// Registerer receives the endpoint's counters; nil: none.
 	Registerer prometheus.Registerer
 	Log        zerolog.Logger
@@ -112,6 +117,15 @@ const envelope = 64 << 10
 
 // retryAfter is what a 503 tells the client to wait, in seconds.
 const retryAfter = "2"
+
+// DefaultMaxInFlight is the bound on requests served at once when
+// Options.MaxInFlight is 0.
+const DefaultMaxInFlight = 64
+
+// retryBusy is what a 503 for a full endpoint tells the client to wait,
+// in seconds: a slot frees as soon as a request in flight is answered,
+// usually within milliseconds.
+const retryBusy = "1"
 
 // maxPending bounds the events published and not yet acknowledged, over
 // every request at once; a request waits for room beyond it.
@@ -128,6 +142,12 @@ type Handler struct {
 
 	events   *prometheus.CounterVec
 	requests *prometheus.CounterVec
+	inFlight prometheus.Gauge
+
+	// slots holds a token per request in flight: a request that finds it
+	// full is answered 503 at once, before its body is read, so the memory
+	// bodies take is bounded by MaxInFlight × MaxBody.
+	slots chan struct{}
 }
 
 // Connect opens the connection the endpoint publishes on. It never
@@ -151,8 +171,11 @@ func Connect(url, name string, log zerolog.Logger) (*nats.Conn, error) {
 // New returns the endpoint publishing on nc, validating with schema and
 // authenticating with auth.
 func New(nc *nats.Conn, schema bus.Validator, auth Authenticator, o Options) (*Handler, error) {
-	if o.MaxPayload <= 0 || o.MaxBody <= 0 || o.MaxBatch <= 0 || o.AckTimeout <= 0 {
-		return nil, errors.New("ingest: MaxPayload, MaxBody, MaxBatch and AckTimeout must be positive")
+	if o.MaxPayload <= 0 || o.MaxBody <= 0 || o.MaxBatch <= 0 || o.AckTimeout <= 0 || o.MaxInFlight < 0 {
+		return nil, errors.New("ingest: MaxPayload, MaxBody, MaxBatch and AckTimeout must be positive, MaxInFlight not negative")
+	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = DefaultMaxInFlight
 	}
 	// A JetStream context of its own: its ack timeout is the endpoint's,
 	// and its window is not shared with anything else in the process.
@@ -160,7 +183,8 @@ func New(nc *nats.Conn, schema bus.Validator, auth Authenticator, o Options) (*H
 	if err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
-	h := &Handler{nc: nc, pub: bus.NewPublisher(js, schema), schema: schema, auth: auth, o: o, mux: http.NewServeMux()}
+	h := &Handler{nc: nc, pub: bus.NewPublisher(js, schema), schema: schema, auth: auth, o: o, mux: http.NewServeMux(),
+		slots: make(chan struct{}, o.MaxInFlight)}
 	h.events = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentq", Name: "ingest_events_total",
 		Help: "Events received over HTTP, by status (accepted, duplicate, rejected, unavailable, unconfirmed).",
@@ -169,9 +193,14 @@ func New(nc *nats.Conn, schema bus.Validator, auth Authenticator, o Options) (*H
 		Namespace: "agentq", Name: "ingest_requests_total",
 		Help: "Requests to the ingest endpoint, by HTTP status code.",
 	}, []string{"code"})
+	h.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "agentq", Name: "ingest_requests_in_flight",
+		Help: "Requests the ingest endpoint is serving now (at most AGENTQ_INGEST_MAX_INFLIGHT; more are answered 503).",
+	})
 	if o.Registerer != nil {
 		h.events = register(o.Registerer, h.events)
 		h.requests = register(o.Registerer, h.requests)
+		h.inFlight = register(o.Registerer, h.inFlight)
 	}
 	h.mux.HandleFunc("POST "+Path, h.post)
 	h.mux.HandleFunc("OPTIONS "+Path, h.options)
@@ -180,12 +209,12 @@ func New(nc *nats.Conn, schema bus.Validator, auth Authenticator, o Options) (*H
 }
 
 // register registers c, or returns the one already registered under its
-// name (two endpoints in one process share the counters).
-func register(reg prometheus.Registerer, c *prometheus.CounterVec) *prometheus.CounterVec {
+// name (two endpoints in one process share the metrics).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError
 		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+			if existing, ok := are.ExistingCollector.(C); ok {
 				return existing
 			}
 		}
@@ -274,6 +303,21 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		// The error names no token: auth's errors never carry one.
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agentq"`)
 		h.fail(w, http.StatusUnauthorized, "unauthorized", err.Error())
+		return
+	}
+	select {
+	case h.slots <- struct{}{}:
+		h.inFlight.Inc()
+		defer func() { <-h.slots; h.inFlight.Dec() }()
+	default:
+		// 503, not 429: the bound is the endpoint's, over every client,
+		// not a rate this client exceeded (the CloudEvents webhook spec
+		// keeps 429 for a granted rate, and options grants any), and
+		// senders retry a 503 as a 429 (the CloudEvents SDK's retrying
+		// send; go-retryablehttp, which waits out Retry-After).
+		w.Header().Set("Retry-After", retryBusy)
+		h.fail(w, http.StatusServiceUnavailable, "overloaded", fmt.Sprintf(
+			"the endpoint is serving %d requests already, its limit: nothing was read or stored. Send the request again after Retry-After", h.o.MaxInFlight))
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, int64(h.o.MaxBody))

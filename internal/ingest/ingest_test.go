@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
@@ -588,6 +589,82 @@ func atoi(t *testing.T, s string) int {
 		n = n*10 + int(c-'0')
 	}
 	return n
+}
+
+// At most MaxInFlight requests are served at once: one more is answered
+// 503 with Retry-After before its body is read, and a slot freed by an
+// answered request takes the next one.
+func TestMaxInFlight(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := start(t, func(o *ingest.Options) { o.MaxInFlight, o.Registerer = 2, reg })
+	inFlight := func() float64 {
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() == "agentq_ingest_requests_in_flight" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return -1
+	}
+	// Two batches whose bodies are still coming: they hold both slots.
+	type slow struct {
+		w    *io.PipeWriter
+		done chan answer
+	}
+	hold := func() slow {
+		pr, pw := io.Pipe()
+		req, err := http.NewRequest(http.MethodPost, s.url, pr)
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/cloudevents-batch+json")
+		s.auth(req)
+		sl := slow{pw, make(chan answer, 1)}
+		go func() { sl.done <- doRaw(t, req) }()
+		// Enough to push the headers out of the client's buffer.
+		_, err = pw.Write([]byte("[" + strings.Repeat(" ", 8<<10)))
+		require.NoError(t, err)
+		return sl
+	}
+	first, second := hold(), hold()
+	testenv.Eventually(t, 10*time.Second, func() bool { return inFlight() == 2 }, "both requests in flight")
+
+	ev := newEvent(t, "", nil)
+	a := do(t, s.structured(t, ev))
+	require.Equal(t, http.StatusServiceUnavailable, a.code, a.body)
+	require.Equal(t, "1", a.hdr.Get("Retry-After"))
+	require.Equal(t, "overloaded", a.err.Code)
+	require.Equal(t, "the endpoint is serving 2 requests already, its limit: nothing was read or stored. Send the request again after Retry-After", a.err.Error)
+	require.Empty(t, stored(t, s.nats.JS))
+
+	// The first ends: its event is stored, and its slot takes the retry.
+	body, err := json.Marshal(newEvent(t, "", nil))
+	require.NoError(t, err)
+	_, err = first.w.Write(append(body, ']'))
+	require.NoError(t, err)
+	require.NoError(t, first.w.Close())
+	got := <-first.done
+	require.Equal(t, http.StatusAccepted, got.code, got.body)
+	a = do(t, s.structured(t, ev))
+	require.Equal(t, http.StatusAccepted, a.code, a.body)
+	require.Equal(t, ingest.StatusAccepted, a.resp.Results[0].Status)
+
+	// A body that stops half-way frees its slot too.
+	require.NoError(t, second.w.CloseWithError(io.ErrUnexpectedEOF))
+	<-second.done
+	testenv.Eventually(t, 10*time.Second, func() bool { return inFlight() == 0 }, "no request in flight")
+	require.Len(t, stored(t, s.nats.JS), 2)
+}
+
+// doRaw is do for a request whose body streams: the answer, or a zero
+// answer when the transport failed (the body was cut).
+func doRaw(t *testing.T, req *http.Request) answer {
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return answer{}
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	return answer{code: res.StatusCode, hdr: res.Header, body: string(raw)}
 }
 
 // InputTypes are exactly the inputs of the published contract.
