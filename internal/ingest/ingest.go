@@ -320,9 +320,34 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 			"the endpoint is serving %d requests already, its limit: nothing was read or stored. Send the request again after Retry-After", h.o.MaxInFlight))
 		return
 	}
+	items, rerr := h.read(w, r, tenant)
+	if rerr != nil {
+		h.fail(w, rerr.code, rerr.name, rerr.msg)
+		return
+	}
+	h.publish(r.Context(), items)
+	h.answer(w, tenant, items)
+}
+
+var errBatchTooLong = errors.New("batch too long")
+
+// requestError refuses a request as a whole: nothing of it is published.
+type requestError struct {
+	code      int
+	name, msg string
+}
+
+// read decodes the events of a request and checks each, refusing the
+// ones agentq would not publish; what is left unrefused is to be
+// published. It never panics, and a member of a batch that is refused
+// never takes another with it (FuzzRead holds it to both).
+func (h *Handler) read(w http.ResponseWriter, r *http.Request, tenant string) ([]*item, *requestError) {
 	r.Body = http.MaxBytesReader(w, r.Body, int64(h.o.MaxBody))
 	msg := cehttp.NewMessageFromHttpRequest(r)
-	var items []*item
+	var (
+		items []*item
+		err   error
+	)
 	switch msg.ReadEncoding() {
 	case binding.EncodingBatch:
 		items, err = h.readBatch(msg.BodyReader)
@@ -331,34 +356,27 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		msg.BodyReader = http.MaxBytesReader(w, msg.BodyReader, int64(min(h.o.MaxBody, h.o.MaxPayload+envelope)))
 		items, err = h.readOne(r.Context(), msg)
 	default:
-		h.fail(w, http.StatusUnsupportedMediaType, "unsupported_media_type",
-			"not a CloudEvent: send binary mode (ce-specversion, ce-id, ce-source and ce-type headers, the data as the body with Content-Type: application/json), "+
-				"or Content-Type application/cloudevents+json (one event) or application/cloudevents-batch+json (a JSON array of events)")
-		return
+		return nil, &requestError{http.StatusUnsupportedMediaType, "unsupported_media_type",
+			"not a CloudEvent: send binary mode (ce-specversion, ce-id, ce-source and ce-type headers, the data as the body with Content-Type: application/json), " +
+				"or Content-Type application/cloudevents+json (one event) or application/cloudevents-batch+json (a JSON array of events)"}
 	}
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		h.fail(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is over its limit of %d bytes (a single event: its data may have at most %d bytes; a batch: %d bytes in all)",
-			tooLarge.Limit, h.o.MaxPayload, h.o.MaxBody))
-		return
+		return nil, &requestError{http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is over its limit of %d bytes (a single event: its data may have at most %d bytes; a batch: %d bytes in all)",
+			tooLarge.Limit, h.o.MaxPayload, h.o.MaxBody)}
 	case errors.Is(err, errBatchTooLong):
-		h.fail(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the batch holds more than %d events: split it", h.o.MaxBatch))
-		return
+		return nil, &requestError{http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the batch holds more than %d events: split it", h.o.MaxBatch)}
 	case err != nil:
-		h.fail(w, http.StatusBadRequest, "bad_request", err.Error())
-		return
+		return nil, &requestError{http.StatusBadRequest, "bad_request", err.Error()}
 	}
 	for _, it := range items {
 		if it.res.Status == "" {
 			h.check(it, tenant)
 		}
 	}
-	h.publish(r.Context(), items)
-	h.answer(w, tenant, items)
+	return items, nil
 }
-
-var errBatchTooLong = errors.New("batch too long")
 
 // readOne reads a binary or structured event through the SDK. An event it
 // cannot read is answered like a refused member of a batch.
