@@ -30,6 +30,7 @@ func NewResult(consumer, eventType string, cause event.Event, data any) (event.E
 		return ev, err
 	}
 	ev.SetExtension(ExtCausation, cause.ID())
+	inheritTrace(&ev, cause)
 	return ev, nil
 }
 
@@ -38,12 +39,14 @@ func NewResult(consumer, eventType string, cause event.Event, data any) (event.E
 // from consumer, tenant, type, target and version, so whichever copy or
 // batch reaches that version publishes the same id; subscribers apply such
 // results with compare-and-set on the version, so a repeated or stale one
-// is a no-op. causationid names the latest event folded in.
+// is a no-op. causationid names the latest event folded in, whose trace
+// context the result carries.
 func NewStateResult(consumer, eventType, tenant, target string, version int64, cause event.Event, data any) (event.Event, error) {
 	ev, err := buildEvent(DeriveID(consumer, tenant, eventType, "state:"+target+"@"+strconv.FormatInt(version, 10)), eventType, tenant, "agentq/"+consumer, data)
 	if err != nil {
 		return ev, err
 	}
 	ev.SetExtension(ExtCausation, cause.ID())
+	inheritTrace(&ev, cause)
 	return ev, nil
 }

@@ -97,6 +97,8 @@ func FuzzRead(f *testing.F) {
 		case fuzzBinary:
 			req = httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("traceparent", attr)
+			req.Header.Set("tracestate", attr)
 			req.Header.Set("ce-specversion", "1.0")
 			req.Header.Set("ce-id", attr)
 			req.Header.Set("ce-source", "fuzz")
@@ -106,7 +108,7 @@ func FuzzRead(f *testing.F) {
 			req = httptest.NewRequest(http.MethodPost, Path, strings.NewReader(raw))
 			req.Header.Set("Content-Type", "application/cloudevents-batch+json")
 		}
-		items, rerr := h.read(httptest.NewRecorder(), req, "fuzz")
+		items, rerr := h.read(httptest.NewRecorder(), req, caller{tenant: "fuzz"})
 		if rerr != nil {
 			require.NotEmpty(t, rerr.name)
 			require.NotContains(t, rerr.msg, "\n")

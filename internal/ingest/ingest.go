@@ -320,7 +320,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 			"the endpoint is serving %d requests already, its limit: nothing was read or stored. Send the request again after Retry-After", h.o.MaxInFlight))
 		return
 	}
-	items, rerr := h.read(w, r, tenant)
+	items, rerr := h.read(w, r, caller{tenant: tenant})
 	if rerr != nil {
 		h.fail(w, rerr.code, rerr.name, rerr.msg)
 		return
@@ -341,7 +341,8 @@ type requestError struct {
 // ones agentq would not publish; what is left unrefused is to be
 // published. It never panics, and a member of a batch that is refused
 // never takes another with it (FuzzRead holds it to both).
-func (h *Handler) read(w http.ResponseWriter, r *http.Request, tenant string) ([]*item, *requestError) {
+func (h *Handler) read(w http.ResponseWriter, r *http.Request, c caller) ([]*item, *requestError) {
+	c.traceParent, c.traceState = requestTrace(r.Header)
 	r.Body = http.MaxBytesReader(w, r.Body, int64(h.o.MaxBody))
 	msg := cehttp.NewMessageFromHttpRequest(r)
 	var (
@@ -372,10 +373,30 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, tenant string) ([
 	}
 	for _, it := range items {
 		if it.res.Status == "" {
-			h.check(it, tenant)
+			h.check(it, c)
 		}
 	}
 	return items, nil
+}
+
+// caller is who sent a request, and what its headers say of every event
+// in it.
+type caller struct {
+	tenant string // the token's
+	// The request's W3C trace context (traceparent and tracestate
+	// headers), for the events that carry none of their own.
+	traceParent, traceState string
+}
+
+// requestTrace is the trace context of a request's headers: its one
+// traceparent (two or more make none, as W3C Trace Context says) and its
+// tracestate headers joined into one list.
+func requestTrace(h http.Header) (traceparent, tracestate string) {
+	tps := h.Values("traceparent")
+	if len(tps) != 1 {
+		return "", ""
+	}
+	return strings.TrimSpace(tps[0]), strings.Join(h.Values("tracestate"), ",")
 }
 
 // readOne reads a binary or structured event through the SDK. An event it
@@ -470,7 +491,8 @@ func unmarshalEvent(raw []byte, ev *event.Event) (err error) {
 
 // check refuses what agentq publish would refuse before the schema (which
 // the publisher checks), and fills what it leaves to agentq.
-func (h *Handler) check(it *item, tenant string) {
+func (h *Handler) check(it *item, c caller) {
+	tenant := c.tenant
 	ev := &it.ev
 	it.res.ID, it.res.Type = ev.ID(), ev.Type()
 	refuse := func(reason, format string, args ...any) {
@@ -513,6 +535,13 @@ func (h *Handler) check(it *item, tenant string) {
 	}
 	if ev.DataSchema() == "" {
 		ev.SetDataSchema(bus.SchemaURL(ev.Type()))
+	}
+	// The trace the event started in: its own distributed tracing
+	// extension, else the request's traceparent header (an invalid one
+	// is ignored, as W3C Trace Context asks), so the trace goes on in
+	// the stream and in agentq's results.
+	if _, own := ev.Extensions()[bus.ExtTraceParent]; !own {
+		bus.SetTraceContext(ev, c.traceParent, c.traceState)
 	}
 }
 

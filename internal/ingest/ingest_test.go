@@ -591,6 +591,71 @@ func atoi(t *testing.T, s string) int {
 	return n
 }
 
+// The W3C trace context of a request reaches the stream with its events,
+// as the CloudEvents distributed tracing extension (ce-traceparent and
+// ce-tracestate on NATS): an event's own wins over the request's headers,
+// which fill the events that have none; an invalid or ambiguous header is
+// ignored.
+func TestTraceContext(t *testing.T) {
+	s := start(t)
+	const (
+		hdrParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		hdrState  = "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"
+		ownParent = "00-0af7651916cd43dd8448eb211c80319c-b9c7c989f97918e1-01"
+	)
+	withOwn := func() event.Event {
+		ev := newEvent(t, "", nil)
+		ev.SetExtension("traceparent", ownParent)
+		return ev
+	}
+	type want struct{ parent, state string }
+	cases := []struct {
+		name    string
+		evs     []event.Event
+		req     func([]event.Event) *http.Request
+		headers map[string][]string
+		want    []want
+	}{
+		{"binary, from the headers", []event.Event{newEvent(t, "", nil)}, func(e []event.Event) *http.Request { return s.binary(t, e[0]) },
+			map[string][]string{"traceparent": {hdrParent}, "tracestate": {"rojo=00f067aa0ba902b7", "congo=t61rcWkgMzE"}}, []want{{hdrParent, hdrState}}},
+		{"binary, its own ce-traceparent wins", []event.Event{withOwn()}, func(e []event.Event) *http.Request { return s.binary(t, e[0]) },
+			map[string][]string{"traceparent": {hdrParent}, "tracestate": {hdrState}}, []want{{ownParent, ""}}},
+		{"structured, its own", []event.Event{withOwn()}, func(e []event.Event) *http.Request { return s.structured(t, e[0]) },
+			nil, []want{{ownParent, ""}}},
+		{"batch, the headers fill what has none", []event.Event{withOwn(), newEvent(t, "", nil)}, func(e []event.Event) *http.Request { return s.batch(t, e...) },
+			map[string][]string{"traceparent": {hdrParent}, "tracestate": {hdrState}}, []want{{ownParent, ""}, {hdrParent, hdrState}}},
+		{"an invalid traceparent header", []event.Event{newEvent(t, "", nil)}, func(e []event.Event) *http.Request { return s.binary(t, e[0]) },
+			map[string][]string{"traceparent": {"00-" + strings.Repeat("0", 32) + "-00f067aa0ba902b7-01"}, "tracestate": {hdrState}}, []want{{}}},
+		{"two traceparent headers", []event.Event{newEvent(t, "", nil)}, func(e []event.Event) *http.Request { return s.structured(t, e[0]) },
+			map[string][]string{"traceparent": {hdrParent, ownParent}}, []want{{}}},
+		{"none", []event.Event{newEvent(t, "", nil)}, func(e []event.Event) *http.Request { return s.binary(t, e[0]) }, nil, []want{{}}},
+	}
+	st, err := s.nats.JS.Stream(context.Background(), bus.StreamName)
+	require.NoError(t, err)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req := tc.req(tc.evs)
+			for k, vs := range tc.headers {
+				for _, v := range vs {
+					req.Header.Add(k, v)
+				}
+			}
+			a := do(t, req)
+			require.Equal(t, http.StatusAccepted, a.code, a.body)
+			for i, w := range tc.want {
+				m, err := st.GetMsg(context.Background(), a.resp.Results[i].Seq)
+				require.NoError(t, err)
+				require.Equal(t, w.parent, m.Header.Get("ce-traceparent"), "member %d", i)
+				require.Equal(t, w.state, m.Header.Get("ce-tracestate"), "member %d", i)
+				got, err := bus.Decode(m.Header, m.Data)
+				require.NoError(t, err)
+				parent, state := bus.TraceContext(got)
+				require.Equal(t, w, want{parent, state}, "member %d", i)
+			}
+		})
+	}
+}
+
 // At most MaxInFlight requests are served at once: one more is answered
 // 503 with Retry-After before its body is read, and a slot freed by an
 // answered request takes the next one.
