@@ -217,7 +217,9 @@ func devIngest(ctx context.Context, e Env, cfg config.Config, dataDir string, ln
 			log.Warn().Err(err).Msg("clients must take the dev token from the banner")
 			saved = "not saved"
 		}
-		t, err := auth.Parse(strings.NewReader(devTenant + " " + token))
+		// Of scope operator: agentq dev's NATS, open to every local
+		// process, takes anyone's operator commands anyway.
+		t, err := auth.Parse(strings.NewReader(devTenant + " " + token + " " + string(auth.ScopeOperator)))
 		if err != nil {
 			return nil, "", err
 		}

@@ -223,7 +223,7 @@ var Vars = []Var{
 	{"AGENTQ_ALERT_WEBHOOK_SECRET", "", "Standard Webhooks secret (whsec_...) signing every endpoint without its own"},
 	{"AGENTQ_ALERT_WEBHOOK_TIMEOUT", "10s", "longest one webhook POST may take"},
 	{"AGENTQ_ALERT_WEBHOOK_GIVE_UP", "24h", "how long an alert is retried while an endpoint fails, before it is dead-lettered"},
-	{"AGENTQ_TOKEN_FILE", "", "bearer tokens of the HTTP ways in (MCP over HTTP, ingest), a `tenant token` line each, the token plain or as sha256:HEX (`agentq token new`); reloaded when it changes; empty: `agentq ingest` and `agentq mcp --http` refuse to start, and `agentq dev` makes a token for tenant demo"},
+	{"AGENTQ_TOKEN_FILE", "", "bearer tokens of the HTTP ways in (MCP over HTTP, ingest), a `tenant token [operator]` line each, the token plain or as sha256:HEX (`agentq token new [--operator]`; only operator tokens may send operator commands); reloaded when it changes; empty: `agentq ingest` and `agentq mcp --http` refuse to start, and `agentq dev` makes a token for tenant demo"},
 	{"AGENTQ_MCP_READ_ONLY", "false", "agentq mcp offers only the tools that read (search, get, list, tool health): prompt_create, tool_report and feedback_submit are neither listed nor callable"},
 	{"AGENTQ_INGEST_ADDR", "127.0.0.1:8088", "address of the CloudEvents-over-HTTP endpoint (`agentq ingest`, and `agentq dev` unless `off`); `:8088` for every interface"},
 	{"AGENTQ_INGEST_MAX_BODY", "16777216", "largest request body the ingest endpoint reads, in bytes (413 beyond); at least AGENTQ_MAX_PAYLOAD, which bounds each event's data"},

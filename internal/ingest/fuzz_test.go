@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/auth"
 	"github.com/agentq/agentq/schemas"
 )
 
@@ -108,7 +109,7 @@ func FuzzRead(f *testing.F) {
 			req = httptest.NewRequest(http.MethodPost, Path, strings.NewReader(raw))
 			req.Header.Set("Content-Type", "application/cloudevents-batch+json")
 		}
-		items, rerr := h.read(httptest.NewRecorder(), req, caller{tenant: "fuzz"})
+		items, rerr := h.read(httptest.NewRecorder(), req, caller{grant: auth.Grant{Tenant: "fuzz", Scope: auth.Scope(attr)}})
 		if rerr != nil {
 			require.NotEmpty(t, rerr.name)
 			require.NotContains(t, rerr.msg, "\n")

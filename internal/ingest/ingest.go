@@ -20,6 +20,8 @@
 //     was wrong); the others of the request were published all the same;
 //   - 413: the body, or the number of events, is over its limit, or every
 //     event's data is over AGENTQ_MAX_PAYLOAD: nothing published;
+//   - 403: every event is an operator command (auth.OperatorCommands)
+//     and the token's scope is not operator: nothing published;
 //   - 503 with Retry-After and no results: the endpoint is serving
 //     MaxInFlight requests already, and read nothing of this one;
 //   - 503 with Retry-After: JetStream did not take some events
@@ -53,6 +55,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/agentq/agentq/internal/auth"
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/schemas"
 )
@@ -80,6 +83,9 @@ const (
 	// ReasonNotInput refuses a result type: only agentq's consumers
 	// publish results (quality.changed, tool.quarantined, ...).
 	ReasonNotInput = "not_input"
+	// ReasonForbidden refuses an operator command (auth.OperatorCommands)
+	// sent with a token that is not of scope operator.
+	ReasonForbidden = "forbidden"
 )
 
 // InputTypes are the types agents and operators publish, and the only
@@ -91,10 +97,10 @@ var InputTypes = []string{
 	"agentq.experiment.cancelled.v1", "agentq.prompt.activated.v1", "agentq.tool.released.v1",
 }
 
-// Authenticator names the tenant of a request, or fails (a 401).
-// *auth.File and *auth.Tokens satisfy it.
+// Authenticator says what a request's token grants (its tenant and
+// scope), or fails (a 401). *auth.File and *auth.Tokens satisfy it.
 type Authenticator interface {
-	Authenticate(r *http.Request) (tenant string, err error)
+	Authenticate(r *http.Request) (auth.Grant, error)
 }
 
 // Options bound what a request may carry and how long it may wait.
@@ -298,7 +304,7 @@ type item struct {
 }
 
 func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
-	tenant, err := h.auth.Authenticate(r)
+	grant, err := h.auth.Authenticate(r)
 	if err != nil {
 		// The error names no token: auth's errors never carry one.
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agentq"`)
@@ -320,13 +326,13 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 			"the endpoint is serving %d requests already, its limit: nothing was read or stored. Send the request again after Retry-After", h.o.MaxInFlight))
 		return
 	}
-	items, rerr := h.read(w, r, caller{tenant: tenant})
+	items, rerr := h.read(w, r, caller{grant: grant})
 	if rerr != nil {
 		h.fail(w, rerr.code, rerr.name, rerr.msg)
 		return
 	}
 	h.publish(r.Context(), items)
-	h.answer(w, tenant, items)
+	h.answer(w, grant.Tenant, items)
 }
 
 var errBatchTooLong = errors.New("batch too long")
@@ -382,7 +388,7 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request, c caller) ([]*ite
 // caller is who sent a request, and what its headers say of every event
 // in it.
 type caller struct {
-	tenant string // the token's
+	grant auth.Grant // the token's tenant, and what it may send
 	// The request's W3C trace context (traceparent and tracestate
 	// headers), for the events that carry none of their own.
 	traceParent, traceState string
@@ -492,7 +498,7 @@ func unmarshalEvent(raw []byte, ev *event.Event) (err error) {
 // check refuses what agentq publish would refuse before the schema (which
 // the publisher checks), and fills what it leaves to agentq.
 func (h *Handler) check(it *item, c caller) {
-	tenant := c.tenant
+	tenant := c.grant.Tenant
 	ev := &it.ev
 	it.res.ID, it.res.Type = ev.ID(), ev.Type()
 	refuse := func(reason, format string, args ...any) {
@@ -512,6 +518,10 @@ func (h *Handler) check(it *item, c caller) {
 		} else {
 			refuse(ReasonUnknownType, "type %q is not an agentq input event; inputs are %s", short(ev.Type()), strings.Join(InputTypes, ", "))
 		}
+		return
+	}
+	if !c.grant.MayPublish(ev.Type()) {
+		refuse(ReasonForbidden, "%s is an operator command, and this token may not send it: an operator's token may (its line in the token file ends with operator; agentq token new --operator makes one)", ev.Type())
 		return
 	}
 	switch v, ok := ev.Extensions()[bus.ExtTenant]; {
@@ -654,7 +664,7 @@ func refusal(err error) error {
 // answer writes the per-event results with the status they add up to.
 func (h *Handler) answer(w http.ResponseWriter, tenant string, items []*item) {
 	resp := Response{Results: make([]Result, len(items))}
-	oversize := 0
+	oversize, forbidden := 0, 0
 	for i, it := range items {
 		it.res.Index = i
 		resp.Results[i] = it.res
@@ -666,8 +676,11 @@ func (h *Handler) answer(w http.ResponseWriter, tenant string, items []*item) {
 			resp.Duplicate++
 		case StatusRejected:
 			resp.Rejected++
-			if it.res.Reason == ReasonOversize {
+			switch it.res.Reason {
+			case ReasonOversize:
 				oversize++
+			case ReasonForbidden:
+				forbidden++
 			}
 		case StatusUnavailable:
 			resp.Unavailable++
@@ -689,8 +702,11 @@ func (h *Handler) answer(w http.ResponseWriter, tenant string, items []*item) {
 		}
 	case resp.Rejected > 0:
 		code = http.StatusBadRequest
-		if oversize == len(items) {
+		switch len(items) {
+		case oversize:
 			code = http.StatusRequestEntityTooLarge
+		case forbidden:
+			code = http.StatusForbidden
 		}
 		if stored == 0 {
 			resp.Message = fmt.Sprintf("%s refused (see the errors); nothing stored.", events(resp.Rejected))

@@ -591,6 +591,84 @@ func atoi(t *testing.T, s string) int {
 	return n
 }
 
+// Operator commands need a token of scope operator: with an agent's token
+// each is refused (forbidden; 403 when every event of the request is one),
+// and the other events of a batch are stored all the same.
+func TestOperatorCommands(t *testing.T) {
+	s := start(t)
+	opToken, opLine, err := auth.NewScoped(s.tenant, auth.ScopeOperator)
+	require.NoError(t, err)
+	command := func(typ string, data map[string]any) event.Event {
+		ev := newEvent(t, "", data)
+		ev.SetType(typ)
+		return ev
+	}
+	released := func() event.Event {
+		return command("agentq.tool.released.v1", map[string]any{"tool_name": "geo", "reason": "fixed"})
+	}
+	activated := func() event.Event {
+		return command("agentq.prompt.activated.v1", map[string]any{"prompt_id": "p", "version": 2, "label": "production"})
+	}
+	cancelled := func() event.Event {
+		return command("agentq.experiment.cancelled.v1", map[string]any{"experiment_id": "e-1"})
+	}
+	forbidden := func(t *testing.T, r ingest.Result, typ string) {
+		require.Equal(t, ingest.StatusRejected, r.Status)
+		require.Equal(t, ingest.ReasonForbidden, r.Reason)
+		require.Equal(t, typ+" is an operator command, and this token may not send it: an operator's token may (its line in the token file ends with operator; agentq token new --operator makes one)", r.Error)
+	}
+
+	for name, req := range map[string]*http.Request{
+		"binary":     s.binary(t, released()),
+		"structured": s.structured(t, activated()),
+		"batch":      s.batch(t, cancelled(), released()),
+	} {
+		t.Run("agent token, "+name, func(t *testing.T) {
+			a := do(t, req)
+			require.Equal(t, http.StatusForbidden, a.code, a.body)
+			require.Zero(t, a.resp.Accepted)
+			for _, r := range a.resp.Results {
+				forbidden(t, r, r.Type)
+			}
+			require.Contains(t, a.resp.Message, "nothing stored")
+		})
+	}
+	require.Empty(t, stored(t, s.nats.JS))
+
+	mixed := []event.Event{newEvent(t, "", nil), released(), activated(), cancelled()}
+	a := do(t, s.batch(t, mixed...))
+	require.Equal(t, http.StatusBadRequest, a.code, a.body)
+	require.Equal(t, 1, a.resp.Accepted)
+	require.Equal(t, 3, a.resp.Rejected)
+	require.Equal(t, ingest.StatusAccepted, a.resp.Results[0].Status)
+	for i, typ := range []string{"agentq.tool.released.v1", "agentq.prompt.activated.v1", "agentq.experiment.cancelled.v1"} {
+		forbidden(t, a.resp.Results[i+1], typ)
+	}
+	require.Len(t, stored(t, s.nats.JS), 1)
+
+	// The operator's token: the same batch is stored whole.
+	tokens, err := auth.Parse(strings.NewReader(opLine))
+	require.NoError(t, err)
+	reg, err := schemas.Load()
+	require.NoError(t, err)
+	h, err := ingest.New(s.nc, reg, tokens, ingest.Options{MaxPayload: 1 << 20, MaxBody: 1 << 20, MaxBatch: 10, AckTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	req := s.batch(t, mixed...)
+	req.URL, err = req.URL.Parse(srv.URL + ingest.Path)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+opToken)
+	a = do(t, req)
+	require.Equal(t, http.StatusAccepted, a.code, a.body)
+	require.Equal(t, 1, a.resp.Duplicate)
+	require.Equal(t, 3, a.resp.Accepted)
+	msgs := stored(t, s.nats.JS)
+	require.Len(t, msgs, 4)
+	require.Equal(t, []string{"tool.released." + s.tenant, "prompt.activated." + s.tenant, "experiment.cancelled." + s.tenant},
+		[]string{msgs[1].Subject, msgs[2].Subject, msgs[3].Subject})
+}
+
 // The W3C trace context of a request reaches the stream with its events,
 // as the CloudEvents distributed tracing extension (ce-traceparent and
 // ce-tracestate on NATS): an event's own wins over the request's headers,

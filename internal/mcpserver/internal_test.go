@@ -2,13 +2,17 @@ package mcpserver
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/auth"
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/health"
 	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/schemas"
 )
 
 // The health fold keeps at most its bound of tenants, the least recently
@@ -62,4 +66,22 @@ func TestHealthFoldKeepsTheRecentTenants(t *testing.T) {
 	require.Equal(t, []string{b, a}, kept())
 	ask(c)
 	require.Equal(t, []string{c, b}, kept())
+}
+
+// The MCP server knows no token scopes (every token may call every tool),
+// so none of its tools may publish an operator command: those go through
+// the ingest endpoint, which refuses them from a token not of scope
+// operator. A tool added for one must check the token's scope first.
+func TestNoToolSendsAnOperatorCommand(t *testing.T) {
+	n := testenv.StartNATS(t)
+	reg, err := schemas.Load()
+	require.NoError(t, err)
+	s, err := New(Options{NC: n.NC, Registry: reg})
+	require.NoError(t, err)
+	for _, typ := range []string{"agentq.prompt.created.v1", "agentq.tool.executed.v1", "agentq.feedback.submitted.v1"} {
+		require.Contains(t, slices.Collect(maps.Values(s.contracts)), typ, "the write tools are seen")
+	}
+	for tool, typ := range s.contracts {
+		require.NotContains(t, auth.OperatorCommands, typ, "tool %s", tool)
+	}
 }
