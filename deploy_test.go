@@ -7,6 +7,7 @@ package agentq_test
 
 import (
 	"bufio"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -47,7 +48,22 @@ var consumers = []string{"indexer", "scorer", "rater", "degrader", "lab"}
 // binaries are the cmd/ directories the image must contain.
 var binaries = []string{"agentq", "indexer", "scorer", "rater", "degrader", "lab"}
 
-// agentqServices are the services that run the agentq image.
+// httpServices are the HTTP ways in for agents (profile http), each with
+// the port it serves on and the command it runs.
+var httpServices = []struct {
+	name string
+	port uint32
+	cmd  []string
+}{
+	{"ingest", 8088, []string{"/usr/local/bin/agentq", "ingest"}},
+	{"mcp", 8090, []string{"/usr/local/bin/agentq", "mcp", "--http", ":8090"}},
+}
+
+// httpProfile enables the HTTP services.
+const httpProfile = "http"
+
+// agentqServices are the services that run the agentq image and reach
+// Postgres.
 func agentqServices() []string { return append([]string{migrateService}, consumers...) }
 
 // loadCompose loads docker-compose.yml the way `docker compose --profile '*'`
@@ -102,16 +118,108 @@ func duration(d *types.Duration) time.Duration {
 func TestComposeServicesExist(t *testing.T) {
 	p := loadCompose(t, nil)
 	assert.Equal(t, "agentq", p.Name)
-	want := append([]string{natsService, pgService}, agentqServices()...)
+	want := append([]string{natsService, pgService, "ingest", "mcp"}, agentqServices()...)
 	assert.ElementsMatch(t, want, p.ServiceNames())
 }
 
 // A plain `docker compose up` starts every consumer, the lab included
-// (without a model it refuses experiments; it never exits).
+// (without a model it refuses experiments; it never exits). The HTTP ways
+// in need a token directory first, so they start only with their profile.
 func TestComposeRunsEveryConsumer(t *testing.T) {
 	def := loadComposeProfiles(t, nil, nil)
 	assert.ElementsMatch(t, []string{natsService, pgService, migrateService, "indexer", "scorer", "rater", "degrader", "lab"}, def.ServiceNames())
-	assert.Empty(t, def.DisabledServiceNames())
+	assert.ElementsMatch(t, []string{"ingest", "mcp"}, def.DisabledServiceNames())
+	withHTTP := loadComposeProfiles(t, nil, []string{httpProfile})
+	assert.ElementsMatch(t, append(def.ServiceNames(), "ingest", "mcp"), withHTTP.ServiceNames())
+}
+
+// The ingest endpoint and the MCP server: the shared image and settings,
+// NATS only, the token directory mounted read-only with the token file
+// in it, the port published on loopback, a healthcheck that asks the
+// process's /healthz where it serves it, and settings agentq accepts.
+func TestComposeHTTPServices(t *testing.T) {
+	p := loadComposeProfiles(t, nil, []string{httpProfile})
+	migrate := service(t, p, migrateService)
+	for _, hs := range httpServices {
+		t.Run(hs.name, func(t *testing.T) {
+			svc := service(t, p, hs.name)
+			assert.Equal(t, []string{httpProfile}, svc.Profiles)
+			assert.Equal(t, types.ShellCommand(hs.cmd), svc.Command)
+			assert.Equal(t, migrate.Image, svc.Image)
+			assert.Nil(t, svc.Build)
+			assert.Equal(t, types.RestartPolicyUnlessStopped, svc.Restart)
+			assert.True(t, svc.ReadOnly, "read-only root file system")
+			assert.Equal(t, []string{"ALL"}, svc.CapDrop)
+			for k, v := range migrate.Environment {
+				assert.Equal(t, v, svc.Environment[k], "%s from x-agentq-env", k)
+			}
+
+			// NATS only: neither the database nor the migration.
+			assert.Equal(t, []string{natsService}, slices.Collect(maps.Keys(svc.DependsOn)))
+			assert.Equal(t, types.ServiceConditionHealthy, svc.DependsOn[natsService].Condition)
+
+			env := map[string]string{}
+			for k, v := range svc.Environment {
+				if v != nil {
+					env[k] = *v
+				}
+			}
+			cfg, err := config.Load(func(k string) string { return env[k] })
+			require.NoError(t, err, "the service's settings are valid")
+
+			// The token file lies in a read-only bind mount of a host
+			// directory that must exist (compose does not make it).
+			tokenFile := envValue(t, svc, "AGENTQ_TOKEN_FILE")
+			require.Len(t, svc.Volumes, 1)
+			v := svc.Volumes[0]
+			assert.Equal(t, types.VolumeTypeBind, v.Type)
+			assert.True(t, v.ReadOnly, "token directory read-only")
+			assert.Equal(t, v.Target, path.Dir(tokenFile), "the mount holds AGENTQ_TOKEN_FILE")
+			assert.Equal(t, filepath.Join(p.WorkingDir, "tokens"), v.Source)
+			require.NotNil(t, v.Bind)
+			assert.False(t, bool(v.Bind.CreateHostPath), "a missing token directory is an error")
+
+			// Published on loopback, on the port the process serves.
+			require.Len(t, svc.Ports, 1)
+			assert.Equal(t, hs.port, svc.Ports[0].Target)
+			assert.Equal(t, "127.0.0.1", svc.Ports[0].HostIP)
+			assert.Equal(t, strconv.Itoa(int(hs.port)), svc.Ports[0].Published)
+			serves := ""
+			if hs.name == "ingest" {
+				serves = cfg.Ingest.Addr
+			} else {
+				serves = hs.cmd[len(hs.cmd)-1]
+			}
+			_, port, err := net.SplitHostPort(serves)
+			require.NoError(t, err)
+			assert.Equal(t, strconv.Itoa(int(hs.port)), port)
+
+			// The healthcheck asks /healthz where the process serves it:
+			// the ingest on AGENTQ_METRICS_ADDR (as the consumers), the MCP
+			// server on its own port.
+			require.NotNil(t, svc.HealthCheck)
+			test := []string(svc.HealthCheck.Test)
+			require.GreaterOrEqual(t, len(test), 3)
+			assert.Equal(t, []string{"CMD", path.Join(binDir, "agentq"), "healthcheck"}, test[:3])
+			if hs.name == "ingest" {
+				assert.Len(t, test, 3)
+				_, mport, err := net.SplitHostPort(cfg.MetricsAddr)
+				require.NoError(t, err)
+				assert.Contains(t, svc.Expose, mport)
+			} else {
+				assert.Equal(t, []string{"--addr", "127.0.0.1:" + port}, test[3:])
+			}
+
+			grace, err := time.ParseDuration(envValue(t, svc, "AGENTQ_SHUTDOWN_GRACE"))
+			require.NoError(t, err)
+			assert.Greater(t, duration(svc.StopGracePeriod), grace)
+		})
+	}
+	// Binding elsewhere and another token directory.
+	p = loadComposeProfiles(t, map[string]string{"INGEST_BIND": "0.0.0.0", "MCP_PORT": "9443", "AGENTQ_TOKEN_DIR": "/srv/agentq-tokens"}, []string{httpProfile})
+	assert.Equal(t, "0.0.0.0", service(t, p, "ingest").Ports[0].HostIP)
+	assert.Equal(t, "9443", service(t, p, "mcp").Ports[0].Published)
+	assert.Equal(t, "/srv/agentq-tokens", service(t, p, "mcp").Volumes[0].Source)
 }
 
 // Replay rebuilds state from the stream's history, so compose keeps it: a
@@ -405,7 +513,11 @@ func TestComposeVolumesDeclared(t *testing.T) {
 // Every binary a service runs is one the Dockerfile builds.
 func TestComposeCommandsAreBuiltBinaries(t *testing.T) {
 	p := loadCompose(t, nil)
-	for _, name := range agentqServices() {
+	names := agentqServices()
+	for _, hs := range httpServices {
+		names = append(names, hs.name)
+	}
+	for _, name := range names {
 		svc := service(t, p, name)
 		require.NotEmpty(t, svc.Command, name)
 		dir, bin := path.Split(svc.Command[0])

@@ -1,19 +1,23 @@
-// Package auth maps bearer tokens to tenants, for agentq's HTTP ways in
-// (the MCP server's streamable HTTP transport and the ingest endpoint).
+// Package auth maps bearer tokens to tenants and scopes, for agentq's
+// HTTP ways in (the MCP server's streamable HTTP transport and the ingest
+// endpoint).
 //
 // Tokens live in a file named by configuration, one per line:
 //
-//	# tenant  token
+//	# tenant  token                                                                     [scope]
 //	acme      sha256:5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8
+//	acme      sha256:a665a45920422f9d417e4867efdc4fb8a04a1f3fff1fa07e998e86f7f7a27ae3  operator
 //	demo      3q2-+7Yc0Zr1ZSg2kYVbLw
 //
 // A token is written either as its SHA-256 in hex after "sha256:" (so the
 // file can be read by more people than the tokens should be) or as itself,
 // at least MinTokenLen characters. One token names one tenant; a tenant may
 // have several tokens (rotation: add the new one, move clients, remove the
-// old). Only hashes are kept in memory and compared, in constant time, and
-// no error or log line ever carries a token: a bad line is named by its
-// number.
+// old). The scope is agent (the default, when the line has none: the
+// tenant's agents' events) or operator (the operator commands too:
+// OperatorCommands). Only hashes are kept in memory and compared, in
+// constant time, and no error or log line ever carries a token: a bad line
+// is named by its number.
 package auth
 
 import (
@@ -29,6 +33,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -48,9 +53,40 @@ var (
 	ErrUnknownToken = errors.New("auth: unknown bearer token")
 )
 
+// Scope is what a token may send beyond its tenant's agents' events.
+type Scope string
+
+// Scopes.
+const (
+	// ScopeAgent, the default, may send every input event but the
+	// operator commands.
+	ScopeAgent Scope = "agent"
+	// ScopeOperator may send the operator commands too.
+	ScopeOperator Scope = "operator"
+)
+
+// OperatorCommands are the input event types only a token of scope
+// operator may send: they act on what the tenant's agents share (a
+// quarantine lifted, the prompt version every agent gets, an experiment
+// stopped), and an agent's token is handed to code the operator does not
+// control.
+var OperatorCommands = []string{"agentq.tool.released.v1", "agentq.prompt.activated.v1", "agentq.experiment.cancelled.v1"}
+
+// Grant is what a token grants: a tenant, and a scope in it.
+type Grant struct {
+	Tenant string
+	Scope  Scope
+}
+
+// MayPublish reports whether the grant lets its holder send an event of
+// type typ (the type being an input, which the caller checks).
+func (g Grant) MayPublish(typ string) bool {
+	return g.Scope == ScopeOperator || !slices.Contains(OperatorCommands, typ)
+}
+
 type entry struct {
-	hash   [sha256.Size]byte
-	tenant string
+	hash  [sha256.Size]byte
+	grant Grant
 }
 
 // Tokens is a set of tokens, each naming a tenant. The zero value holds
@@ -71,10 +107,20 @@ func Parse(r io.Reader) (*Tokens, error) {
 			continue
 		}
 		f := strings.Fields(line)
-		if len(f) != 2 {
-			return nil, fmt.Errorf("auth: line %d: want a tenant and a token separated by spaces", n)
+		if len(f) != 2 && len(f) != 3 {
+			return nil, fmt.Errorf("auth: line %d: want a tenant, a token and optionally a scope (agent or operator), separated by spaces", n)
 		}
-		tenant, tok := f[0], f[1]
+		tenant, tok, scope := f[0], f[1], ScopeAgent
+		if len(f) == 3 {
+			switch Scope(f[2]) {
+			case ScopeAgent, ScopeOperator:
+				scope = Scope(f[2])
+			default:
+				// Not quoted: a line written in the wrong order has its
+				// token here.
+				return nil, fmt.Errorf("auth: line %d: the third field, the scope, must be agent or operator", n)
+			}
+		}
 		if !bus.ValidTenant(tenant) {
 			return nil, fmt.Errorf("auth: line %d: %q is not a valid tenant (letters, digits, '_' and '-', at most 64)", n, tenant)
 		}
@@ -95,7 +141,7 @@ func Parse(r io.Reader) (*Tokens, error) {
 			return nil, fmt.Errorf("auth: line %d: the same token as line %d: one token names one tenant", n, prev)
 		}
 		seen[h] = n
-		t.entries = append(t.entries, entry{hash: h, tenant: tenant})
+		t.entries = append(t.entries, entry{hash: h, grant: Grant{Tenant: tenant, Scope: scope}})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("auth: reading tokens: %w", err)
@@ -125,25 +171,31 @@ func (t *Tokens) Len() int {
 	return len(t.entries)
 }
 
-// Tenant is the tenant token names. Every entry is compared, so the time
-// taken does not say which one, or whether any, matched.
-func (t *Tokens) Tenant(token string) (string, error) {
+// Grant is what token grants. Every entry is compared, so the time taken
+// does not say which one, or whether any, matched.
+func (t *Tokens) Grant(token string) (Grant, error) {
 	if token == "" {
-		return "", ErrNoToken
+		return Grant{}, ErrNoToken
 	}
 	h := sha256.Sum256([]byte(token))
-	tenant := ""
+	var g Grant
 	if t != nil {
 		for _, e := range t.entries {
 			if subtle.ConstantTimeCompare(h[:], e.hash[:]) == 1 {
-				tenant = e.tenant
+				g = e.grant
 			}
 		}
 	}
-	if tenant == "" {
-		return "", ErrUnknownToken
+	if g.Tenant == "" {
+		return Grant{}, ErrUnknownToken
 	}
-	return tenant, nil
+	return g, nil
+}
+
+// Tenant is the tenant token names.
+func (t *Tokens) Tenant(token string) (string, error) {
+	g, err := t.Grant(token)
+	return g.Tenant, err
 }
 
 // Bearer is the token of an Authorization header value ("Bearer <token>",
@@ -156,16 +208,23 @@ func Bearer(header string) string {
 	return strings.TrimSpace(tok)
 }
 
-// Authenticate is the tenant of an HTTP request's bearer token.
-func (t *Tokens) Authenticate(r *http.Request) (string, error) {
-	return t.Tenant(Bearer(r.Header.Get("Authorization")))
+// Authenticate is what an HTTP request's bearer token grants.
+func (t *Tokens) Authenticate(r *http.Request) (Grant, error) {
+	return t.Grant(Bearer(r.Header.Get("Authorization")))
 }
 
 // New makes a random token (128 bits, URL-safe) and the line that grants
-// it to tenant in a token file, with the token hashed.
-func New(tenant string) (token, line string, err error) {
+// it to tenant in a token file, with the token hashed, of scope agent.
+func New(tenant string) (token, line string, err error) { return NewScoped(tenant, ScopeAgent) }
+
+// NewScoped is New with the scope: a line of scope agent has none (the
+// default), one of scope operator ends with "operator".
+func NewScoped(tenant string, scope Scope) (token, line string, err error) {
 	if !bus.ValidTenant(tenant) {
 		return "", "", fmt.Errorf("auth: %q is not a valid tenant (letters, digits, '_' and '-', at most 64)", tenant)
+	}
+	if scope != ScopeAgent && scope != ScopeOperator {
+		return "", "", fmt.Errorf("auth: scope %q is neither agent nor operator", scope)
 	}
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
@@ -173,7 +232,11 @@ func New(tenant string) (token, line string, err error) {
 	}
 	token = "aq_" + base64.RawURLEncoding.EncodeToString(b)
 	h := sha256.Sum256([]byte(token))
-	return token, tenant + " sha256:" + hex.EncodeToString(h[:]), nil
+	line = tenant + " sha256:" + hex.EncodeToString(h[:])
+	if scope == ScopeOperator {
+		line += " " + string(ScopeOperator)
+	}
+	return token, line, nil
 }
 
 // File is a token file kept current: Watch reloads it when it changes,
@@ -218,8 +281,11 @@ func (f *File) Tokens() *Tokens { return f.cur.Load() }
 // Tenant is the tenant token names in the file's current set.
 func (f *File) Tenant(token string) (string, error) { return f.Tokens().Tenant(token) }
 
-// Authenticate is the tenant of an HTTP request's bearer token.
-func (f *File) Authenticate(r *http.Request) (string, error) { return f.Tokens().Authenticate(r) }
+// Grant is what token grants in the file's current set.
+func (f *File) Grant(token string) (Grant, error) { return f.Tokens().Grant(token) }
+
+// Authenticate is what an HTTP request's bearer token grants.
+func (f *File) Authenticate(r *http.Request) (Grant, error) { return f.Tokens().Authenticate(r) }
 
 // Watch looks at the file every interval until ctx ends and reloads it
 // when its time or size changed. A file that no longer reads keeps the

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentq/agentq/internal/auth"
 	"github.com/agentq/agentq/internal/testenv"
+	"github.com/agentq/agentq/schemas"
 )
 
 func hashed(tok string) string {
@@ -40,7 +41,9 @@ func TestParse(t *testing.T) {
 		{name: "empty file", file: "", tenants: map[string]string{plain: ""}},
 		{name: "short token", file: "acme short\n", err: "line 1: a token must have at least 16"},
 		{name: "bad tenant", file: "# x\nac.me " + plain + "\n", err: "line 2: \"ac.me\" is not a valid tenant"},
-		{name: "three fields", file: "acme " + plain + " extra\n", err: "line 1: want a tenant and a token"},
+		{name: "an unknown scope", file: "acme " + plain + " extra\n", err: "line 1: the third field, the scope, must be agent or operator"},
+		{name: "a scope where the token should be", file: "acme operator " + plain + "\n", err: "line 1: the third field, the scope, must be agent or operator"},
+		{name: "four fields", file: "acme " + plain + " operator x\n", err: "line 1: want a tenant, a token and optionally a scope"},
 		{name: "bad hash", file: "acme sha256:abc\n", err: "line 1: sha256: wants 64 hex digits"},
 		{name: "same token twice", file: "acme " + plain + "\ndemo " + hashed(plain) + "\n", err: "line 2: the same token as line 1"},
 	} {
@@ -88,7 +91,7 @@ func TestAuthenticate(t *testing.T) {
 			r.Header.Set("Authorization", tc.header)
 		}
 		got, err := toks.Authenticate(r)
-		require.Equal(t, tc.tenant, got, "header %q", tc.header)
+		require.Equal(t, tc.tenant, got.Tenant, "header %q", tc.header)
 		if tc.err == nil {
 			require.NoError(t, err)
 		} else {
@@ -100,6 +103,45 @@ func TestAuthenticate(t *testing.T) {
 	require.ErrorIs(t, err, auth.ErrUnknownToken, "no token file grants nothing")
 }
 
+// A line's scope: none is agent, which may send every input but the
+// operator commands; operator may send those too.
+func TestScopes(t *testing.T) {
+	const agent, explicit, operator = "token-of-an-agent-1", "token-of-an-agent-2", "token-of-the-operator"
+	toks, err := auth.Parse(strings.NewReader("acme " + agent + "\nacme " + hashed(explicit) + " agent\nacme " + operator + "  operator\n"))
+	require.NoError(t, err)
+	for tok, want := range map[string]auth.Grant{
+		agent:    {Tenant: "acme", Scope: auth.ScopeAgent},
+		explicit: {Tenant: "acme", Scope: auth.ScopeAgent},
+		operator: {Tenant: "acme", Scope: auth.ScopeOperator},
+	} {
+		got, err := toks.Grant(tok)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+		for _, typ := range []string{"agentq.tool.executed.v1", "agentq.prompt.created.v1", "agentq.experiment.requested.v1", "agentq.feedback.submitted.v1"} {
+			require.True(t, got.MayPublish(typ), "%s: %s", want.Scope, typ)
+		}
+		for _, typ := range []string{"agentq.tool.released.v1", "agentq.prompt.activated.v1", "agentq.experiment.cancelled.v1"} {
+			require.Equal(t, want.Scope == auth.ScopeOperator, got.MayPublish(typ), "%s: %s", want.Scope, typ)
+		}
+	}
+	reg, err := schemas.Load()
+	require.NoError(t, err)
+	for _, typ := range auth.OperatorCommands {
+		require.True(t, reg.Has(typ), typ)
+	}
+
+	tok, line, err := auth.NewScoped("acme", auth.ScopeOperator)
+	require.NoError(t, err)
+	require.True(t, strings.HasSuffix(line, " operator"), line)
+	toks, err = auth.Parse(strings.NewReader(line))
+	require.NoError(t, err)
+	g, err := toks.Grant(tok)
+	require.NoError(t, err)
+	require.Equal(t, auth.Grant{Tenant: "acme", Scope: auth.ScopeOperator}, g)
+	_, _, err = auth.NewScoped("acme", "admin")
+	require.ErrorContains(t, err, `scope "admin" is neither agent nor operator`)
+}
+
 func TestNewTokenLineGrantsIt(t *testing.T) {
 	tok, line, err := auth.New("acme")
 	require.NoError(t, err)
@@ -107,9 +149,10 @@ func TestNewTokenLineGrantsIt(t *testing.T) {
 	require.NotContains(t, line, tok, "the line holds the hash, not the token")
 	toks, err := auth.Parse(strings.NewReader(line))
 	require.NoError(t, err)
-	got, err := toks.Tenant(tok)
+	got, err := toks.Grant(tok)
 	require.NoError(t, err)
-	require.Equal(t, "acme", got)
+	require.Equal(t, auth.Grant{Tenant: "acme", Scope: auth.ScopeAgent}, got)
+	require.Len(t, strings.Fields(line), 2, "an agent's line has no scope: the default")
 	_, _, err = auth.New("no tenant")
 	require.Error(t, err)
 }

@@ -127,7 +127,7 @@ func Ingest(ctx context.Context, cfg config.Config, o IngestOptions, log zerolog
 	defer inc.Close()
 	h, err := ingest.New(inc, reg, tokens, ingest.Options{
 		MaxPayload: cfg.MaxPayload, MaxBody: cfg.Ingest.MaxBody, MaxBatch: max(cfg.Ingest.MaxBatch, o.Batch),
-		AckTimeout: cfg.Ingest.AckTimeout, Log: log.Level(zerolog.WarnLevel),
+		AckTimeout: cfg.Ingest.AckTimeout, MaxInFlight: max(cfg.Ingest.MaxInFlight, o.Concurrency), Log: log.Level(zerolog.WarnLevel),
 	})
 	if err != nil {
 		return res, err

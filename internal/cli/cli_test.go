@@ -202,15 +202,23 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestTokenNewGrantsTheTenant(t *testing.T) {
-	code, out, errOut := run(context.Background(), nil, "", "token", "new", "--tenant", "acme")
-	require.Equal(t, 0, code, errOut)
-	tok, line, ok := strings.Cut(strings.TrimPrefix(out, "token: "), "\nline for the token file: ")
-	require.True(t, ok, out)
-	toks, err := auth.Parse(strings.NewReader(line))
-	require.NoError(t, err)
-	tenant, err := toks.Tenant(tok)
-	require.NoError(t, err)
-	require.Equal(t, "acme", tenant)
+	for _, tc := range []struct {
+		flags []string
+		scope auth.Scope
+	}{
+		{nil, auth.ScopeAgent},
+		{[]string{"--operator"}, auth.ScopeOperator},
+	} {
+		code, out, errOut := run(context.Background(), nil, "", append([]string{"token", "new", "--tenant", "acme"}, tc.flags...)...)
+		require.Equal(t, 0, code, errOut)
+		tok, line, ok := strings.Cut(strings.TrimPrefix(out, "token: "), "\nline for the token file: ")
+		require.True(t, ok, out)
+		toks, err := auth.Parse(strings.NewReader(line))
+		require.NoError(t, err)
+		g, err := toks.Grant(tok)
+		require.NoError(t, err)
+		require.Equal(t, auth.Grant{Tenant: "acme", Scope: tc.scope}, g)
+	}
 }
 
 func TestBadConfigurationExits2(t *testing.T) {

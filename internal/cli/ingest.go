@@ -33,7 +33,8 @@ of AGENTQ_TOKEN_FILE that names its tenant, validated as agentq publish
 validates, published to JetStream, and answered once JetStream acknowledged
 it: 202 with a result per event; 400 naming the refused events (the others
 are published all the same); 413 over the size limits; 503 with
-Retry-After when JetStream did not take them (sending them again is safe).
+Retry-After when JetStream did not take them (sending them again is safe),
+or when AGENTQ_INGEST_MAX_INFLIGHT requests are in flight already.
 GET /healthz answers 200 while NATS is connected. agentq dev runs the same
 endpoint at AGENTQ_INGEST_ADDR.`)
 }
@@ -111,7 +112,7 @@ func runIngest(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger
 func ingestOptions(cfg config.Config, reg prometheus.Registerer, log zerolog.Logger) ingest.Options {
 	return ingest.Options{
 		MaxPayload: cfg.MaxPayload, MaxBody: cfg.Ingest.MaxBody, MaxBatch: cfg.Ingest.MaxBatch,
-		AckTimeout: cfg.Ingest.AckTimeout, Registerer: reg, Log: log,
+		AckTimeout: cfg.Ingest.AckTimeout, MaxInFlight: cfg.Ingest.MaxInFlight, Registerer: reg, Log: log,
 	}
 }
 
@@ -216,7 +217,9 @@ func devIngest(ctx context.Context, e Env, cfg config.Config, dataDir string, ln
 			log.Warn().Err(err).Msg("clients must take the dev token from the banner")
 			saved = "not saved"
 		}
-		t, err := auth.Parse(strings.NewReader(devTenant + " " + token))
+		// Of scope operator: agentq dev's NATS, open to every local
+		// process, takes anyone's operator commands anyway.
+		t, err := auth.Parse(strings.NewReader(devTenant + " " + token + " " + string(auth.ScopeOperator)))
 		if err != nil {
 			return nil, "", err
 		}

@@ -163,6 +163,12 @@ func TestIngestEndToEnd(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, code, answer)
 	require.Equal(t, ingest.StatusDuplicate, resp.Results[0].Status)
 
+	// The line has no scope: an agent's token, refused operator commands.
+	release := `{"specversion":"1.0","id":"rel-0001","source":"my-agent","type":"agentq.tool.released.v1","data":{"tool_name":"pdf_extract"}}`
+	code, resp, answer = post(t, url, token, "application/cloudevents+json", release)
+	require.Equal(t, http.StatusForbidden, code, answer)
+	require.Equal(t, ingest.ReasonForbidden, resp.Results[0].Reason)
+
 	// A token added to the file is honoured without a restart.
 	other := testenv.Tenant(t)
 	token2, line2, err := auth.New(other)

@@ -39,6 +39,8 @@ Authorization: Bearer header with a token of the token file
 (AGENTQ_TOKEN_FILE, made with agentq token new); the token names the
 tenant the request acts for. A request without a known token is answered
 401. Tokens added to or removed from the file take effect within seconds.
+GET /healthz answers 200 while NATS is connected (agentq healthcheck
+--addr ADDR).
 
 --read-only (or AGENTQ_MCP_READ_ONLY=true) leaves out the tools that
 write: prompt_create, tool_report and feedback_submit.`)
@@ -113,6 +115,7 @@ func runMCP(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
+	mux.HandleFunc("GET /healthz", srv.Healthz)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *addr, err)

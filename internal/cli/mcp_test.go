@@ -134,6 +134,10 @@ func TestReadmeMCPConfig(t *testing.T) {
 		}
 		return addr != ""
 	}, "agentq mcp --http says where it serves: %s %s", hout.String(), herr.String())
+	// Its readiness, as compose's healthcheck asks it.
+	code, out, errText = run(ctx, client, "", "healthcheck", "--addr", addr)
+	require.Equal(t, 0, code, errText)
+	require.Equal(t, "ok\n", out)
 	require.Equal(t, "http", httpCfg.Type)
 	url := strings.Replace(httpCfg.URL, "127.0.0.1:8090", addr, 1)
 	headers := map[string]string{}

@@ -165,6 +165,9 @@ type Ingest struct {
 	MaxBody    int           // bytes of one request body
 	MaxBatch   int           // events of one batch
 	AckTimeout time.Duration // longest wait for JetStream's acks of one request
+	// MaxInFlight bounds the requests one endpoint serves at once (each
+	// may hold up to MaxBody in memory); more are answered 503.
+	MaxInFlight int
 }
 
 // Var documents one environment variable.
@@ -220,12 +223,13 @@ var Vars = []Var{
 	{"AGENTQ_ALERT_WEBHOOK_SECRET", "", "Standard Webhooks secret (whsec_...) signing every endpoint without its own"},
 	{"AGENTQ_ALERT_WEBHOOK_TIMEOUT", "10s", "longest one webhook POST may take"},
 	{"AGENTQ_ALERT_WEBHOOK_GIVE_UP", "24h", "how long an alert is retried while an endpoint fails, before it is dead-lettered"},
-	{"AGENTQ_TOKEN_FILE", "", "bearer tokens of the HTTP ways in (MCP over HTTP, ingest), a `tenant token` line each, the token plain or as sha256:HEX (`agentq token new`); reloaded when it changes; empty: `agentq ingest` and `agentq mcp --http` refuse to start, and `agentq dev` makes a token for tenant demo"},
+	{"AGENTQ_TOKEN_FILE", "", "bearer tokens of the HTTP ways in (MCP over HTTP, ingest), a `tenant token [operator]` line each, the token plain or as sha256:HEX (`agentq token new [--operator]`; only operator tokens may send operator commands); reloaded when it changes; empty: `agentq ingest` and `agentq mcp --http` refuse to start, and `agentq dev` makes a token for tenant demo"},
 	{"AGENTQ_MCP_READ_ONLY", "false", "agentq mcp offers only the tools that read (search, get, list, tool health): prompt_create, tool_report and feedback_submit are neither listed nor callable"},
 	{"AGENTQ_INGEST_ADDR", "127.0.0.1:8088", "address of the CloudEvents-over-HTTP endpoint (`agentq ingest`, and `agentq dev` unless `off`); `:8088` for every interface"},
 	{"AGENTQ_INGEST_MAX_BODY", "16777216", "largest request body the ingest endpoint reads, in bytes (413 beyond); at least AGENTQ_MAX_PAYLOAD, which bounds each event's data"},
 	{"AGENTQ_INGEST_MAX_BATCH", "1000", "most events in one `application/cloudevents-batch+json` request (413 beyond)"},
 	{"AGENTQ_INGEST_ACK_TIMEOUT", "10s", "longest the ingest endpoint waits for JetStream to acknowledge a request's events; past it they are reported unconfirmed with a 503"},
+	{"AGENTQ_INGEST_MAX_INFLIGHT", "64", "requests the ingest endpoint serves at once, 1..4096; more are answered `503` with `Retry-After: 1` at once. Each may hold up to AGENTQ_INGEST_MAX_BODY in memory (about twice that while decoded): 64 × 16 MiB bounds the bodies at 1 GiB"},
 	{"AGENTQ_RATER_TIMEOUT", "5s", "longest one rating call may take, retries included"},
 	{"AGENTQ_RATER_CONCURRENCY", "16", "ratings in flight at once per batch"},
 	{"AGENTQ_RATER_SAMPLE", "1", "share of events rated, 0..1, chosen by a hash of the event id (replays and copies agree)"},
@@ -435,6 +439,7 @@ func Load(getenv func(string) string) (Config, error) {
 		Ingest: Ingest{
 			Addr: get("AGENTQ_INGEST_ADDR"), MaxBody: num("AGENTQ_INGEST_MAX_BODY"),
 			MaxBatch: num("AGENTQ_INGEST_MAX_BATCH"), AckTimeout: dur("AGENTQ_INGEST_ACK_TIMEOUT"),
+			MaxInFlight: num("AGENTQ_INGEST_MAX_INFLIGHT"),
 		},
 	}
 	if c.MetricsAddr == "off" {
@@ -558,6 +563,7 @@ func (c Config) Validate() error {
 	check(c.Ingest.MaxBody >= c.MaxPayload && c.Ingest.MaxBody <= 1<<30, "AGENTQ_INGEST_MAX_BODY %d: want AGENTQ_MAX_PAYLOAD (%d) .. 1073741824, so an event of the largest data fits", c.Ingest.MaxBody, c.MaxPayload)
 	check(c.Ingest.MaxBatch >= 1 && c.Ingest.MaxBatch <= 100000, "AGENTQ_INGEST_MAX_BATCH %d: want 1..100000", c.Ingest.MaxBatch)
 	check(c.Ingest.AckTimeout > 0, "AGENTQ_INGEST_ACK_TIMEOUT must be positive")
+	check(c.Ingest.MaxInFlight >= 1 && c.Ingest.MaxInFlight <= 4096, "AGENTQ_INGEST_MAX_INFLIGHT %d: want 1..4096", c.Ingest.MaxInFlight)
 	check(c.DevDBStartTimeout > 0, "AGENTQ_DEVDB_START_TIMEOUT must be positive")
 	check(c.InboxRetention >= 0, "AGENTQ_INBOX_RETENTION must not be negative")
 	check(c.IndexerWriters >= 1 && c.IndexerWriters <= 64, "AGENTQ_INDEXER_WRITERS %d: want 1..64", c.IndexerWriters)

@@ -339,10 +339,10 @@ func TestMCPReadOnly(t *testing.T) {
 func TestIngest(t *testing.T) {
 	cfg, err := config.Load(env(nil))
 	require.NoError(t, err)
-	require.Equal(t, config.Ingest{Addr: "127.0.0.1:8088", MaxBody: 16 << 20, MaxBatch: 1000, AckTimeout: 10 * time.Second}, cfg.Ingest)
-	cfg, err = config.Load(env(map[string]string{"AGENTQ_INGEST_ADDR": "off", "AGENTQ_INGEST_MAX_BATCH": "100", "AGENTQ_INGEST_ACK_TIMEOUT": "2s"}))
+	require.Equal(t, config.Ingest{Addr: "127.0.0.1:8088", MaxBody: 16 << 20, MaxBatch: 1000, AckTimeout: 10 * time.Second, MaxInFlight: 64}, cfg.Ingest)
+	cfg, err = config.Load(env(map[string]string{"AGENTQ_INGEST_ADDR": "off", "AGENTQ_INGEST_MAX_BATCH": "100", "AGENTQ_INGEST_ACK_TIMEOUT": "2s", "AGENTQ_INGEST_MAX_INFLIGHT": "8"}))
 	require.NoError(t, err)
-	require.Equal(t, config.Ingest{MaxBody: 16 << 20, MaxBatch: 100, AckTimeout: 2 * time.Second}, cfg.Ingest)
+	require.Equal(t, config.Ingest{MaxBody: 16 << 20, MaxBatch: 100, AckTimeout: 2 * time.Second, MaxInFlight: 8}, cfg.Ingest)
 	for _, tc := range []struct {
 		env  map[string]string
 		want string
@@ -351,6 +351,8 @@ func TestIngest(t *testing.T) {
 		{map[string]string{"AGENTQ_MAX_PAYLOAD": "33554432"}, "AGENTQ_INGEST_MAX_BODY 16777216: want AGENTQ_MAX_PAYLOAD (33554432)"},
 		{map[string]string{"AGENTQ_INGEST_MAX_BATCH": "0"}, "AGENTQ_INGEST_MAX_BATCH 0: want 1..100000"},
 		{map[string]string{"AGENTQ_INGEST_ACK_TIMEOUT": "0"}, "AGENTQ_INGEST_ACK_TIMEOUT must be positive"},
+		{map[string]string{"AGENTQ_INGEST_MAX_INFLIGHT": "0"}, "AGENTQ_INGEST_MAX_INFLIGHT 0: want 1..4096"},
+		{map[string]string{"AGENTQ_INGEST_MAX_INFLIGHT": "5000"}, "AGENTQ_INGEST_MAX_INFLIGHT 5000: want 1..4096"},
 	} {
 		_, err := config.Load(env(tc.env))
 		require.ErrorContains(t, err, tc.want)

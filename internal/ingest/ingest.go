@@ -20,6 +20,10 @@
 //     was wrong); the others of the request were published all the same;
 //   - 413: the body, or the number of events, is over its limit, or every
 //     event's data is over AGENTQ_MAX_PAYLOAD: nothing published;
+//   - 403: every event is an operator command (auth.OperatorCommands)
+//     and the token's scope is not operator: nothing published;
+//   - 503 with Retry-After and no results: the endpoint is serving
+//     MaxInFlight requests already, and read nothing of this one;
 //   - 503 with Retry-After: JetStream did not take some events
 //     (unavailable: not stored) or did not confirm them in time
 //     (unconfirmed: maybe stored). Sending the same events again is safe:
@@ -51,6 +55,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/agentq/agentq/internal/auth"
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/schemas"
 )
@@ -78,6 +83,9 @@ const (
 	// ReasonNotInput refuses a result type: only agentq's consumers
 	// publish results (quality.changed, tool.quarantined, ...).
 	ReasonNotInput = "not_input"
+	// ReasonForbidden refuses an operator command (auth.OperatorCommands)
+	// sent with a token that is not of scope operator.
+	ReasonForbidden = "forbidden"
 )
 
 // InputTypes are the types agents and operators publish, and the only
@@ -89,10 +97,10 @@ var InputTypes = []string{
 	"agentq.experiment.cancelled.v1", "agentq.prompt.activated.v1", "agentq.tool.released.v1",
 }
 
-// Authenticator names the tenant of a request, or fails (a 401).
-// *auth.File and *auth.Tokens satisfy it.
+// Authenticator says what a request's token grants (its tenant and
+// scope), or fails (a 401). *auth.File and *auth.Tokens satisfy it.
 type Authenticator interface {
-	Authenticate(r *http.Request) (tenant string, err error)
+	Authenticate(r *http.Request) (auth.Grant, error)
 }
 
 // Options bound what a request may carry and how long it may wait.
@@ -101,6 +109,9 @@ type Options struct {
 	MaxBody    int           // bytes of one request body (AGENTQ_INGEST_MAX_BODY)
 	MaxBatch   int           // events in one batch (AGENTQ_INGEST_MAX_BATCH)
 	AckTimeout time.Duration // longest wait for JetStream's acks (AGENTQ_INGEST_ACK_TIMEOUT)
+	// MaxInFlight bounds the requests served at once
+	// (AGENTQ_INGEST_MAX_INFLIGHT); 0 is DefaultMaxInFlight.
+	MaxInFlight int
 	// Registerer receives the endpoint's counters; nil: none.
 	Registerer prometheus.Registerer
 	Log        zerolog.Logger
@@ -112,6 +123,15 @@ const envelope = 64 << 10
 
 // retryAfter is what a 503 tells the client to wait, in seconds.
 const retryAfter = "2"
+
+// DefaultMaxInFlight is the bound on requests served at once when
+// Options.MaxInFlight is 0.
+const DefaultMaxInFlight = 64
+
+// retryBusy is what a 503 for a full endpoint tells the client to wait,
+// in seconds: a slot frees as soon as a request in flight is answered,
+// usually within milliseconds.
+const retryBusy = "1"
 
 // maxPending bounds the events published and not yet acknowledged, over
 // every request at once; a request waits for room beyond it.
@@ -128,6 +148,12 @@ type Handler struct {
 
 	events   *prometheus.CounterVec
 	requests *prometheus.CounterVec
+	inFlight prometheus.Gauge
+
+	// slots holds a token per request in flight: a request that finds it
+	// full is answered 503 at once, before its body is read, so the memory
+	// bodies take is bounded by MaxInFlight × MaxBody.
+	slots chan struct{}
 }
 
 // Connect opens the connection the endpoint publishes on. It never
@@ -151,8 +177,11 @@ func Connect(url, name string, log zerolog.Logger) (*nats.Conn, error) {
 // New returns the endpoint publishing on nc, validating with schema and
 // authenticating with auth.
 func New(nc *nats.Conn, schema bus.Validator, auth Authenticator, o Options) (*Handler, error) {
-	if o.MaxPayload <= 0 || o.MaxBody <= 0 || o.MaxBatch <= 0 || o.AckTimeout <= 0 {
-		return nil, errors.New("ingest: MaxPayload, MaxBody, MaxBatch and AckTimeout must be positive")
+	if o.MaxPayload <= 0 || o.MaxBody <= 0 || o.MaxBatch <= 0 || o.AckTimeout <= 0 || o.MaxInFlight < 0 {
+		return nil, errors.New("ingest: MaxPayload, MaxBody, MaxBatch and AckTimeout must be positive, MaxInFlight not negative")
+	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = DefaultMaxInFlight
 	}
 	// A JetStream context of its own: its ack timeout is the endpoint's,
 	// and its window is not shared with anything else in the process.
@@ -160,7 +189,8 @@ func New(nc *nats.Conn, schema bus.Validator, auth Authenticator, o Options) (*H
 	if err != nil {
 		return nil, fmt.Errorf("ingest: %w", err)
 	}
-	h := &Handler{nc: nc, pub: bus.NewPublisher(js, schema), schema: schema, auth: auth, o: o, mux: http.NewServeMux()}
+	h := &Handler{nc: nc, pub: bus.NewPublisher(js, schema), schema: schema, auth: auth, o: o, mux: http.NewServeMux(),
+		slots: make(chan struct{}, o.MaxInFlight)}
 	h.events = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "agentq", Name: "ingest_events_total",
 		Help: "Events received over HTTP, by status (accepted, duplicate, rejected, unavailable, unconfirmed).",
@@ -169,9 +199,14 @@ func New(nc *nats.Conn, schema bus.Validator, auth Authenticator, o Options) (*H
 		Namespace: "agentq", Name: "ingest_requests_total",
 		Help: "Requests to the ingest endpoint, by HTTP status code.",
 	}, []string{"code"})
+	h.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "agentq", Name: "ingest_requests_in_flight",
+		Help: "Requests the ingest endpoint is serving now (at most AGENTQ_INGEST_MAX_INFLIGHT; more are answered 503).",
+	})
 	if o.Registerer != nil {
 		h.events = register(o.Registerer, h.events)
 		h.requests = register(o.Registerer, h.requests)
+		h.inFlight = register(o.Registerer, h.inFlight)
 	}
 	h.mux.HandleFunc("POST "+Path, h.post)
 	h.mux.HandleFunc("OPTIONS "+Path, h.options)
@@ -180,12 +215,12 @@ func New(nc *nats.Conn, schema bus.Validator, auth Authenticator, o Options) (*H
 }
 
 // register registers c, or returns the one already registered under its
-// name (two endpoints in one process share the counters).
-func register(reg prometheus.Registerer, c *prometheus.CounterVec) *prometheus.CounterVec {
+// name (two endpoints in one process share the metrics).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError
 		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+			if existing, ok := are.ExistingCollector.(C); ok {
 				return existing
 			}
 		}
@@ -269,16 +304,57 @@ type item struct {
 }
 
 func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
-	tenant, err := h.auth.Authenticate(r)
+	grant, err := h.auth.Authenticate(r)
 	if err != nil {
 		// The error names no token: auth's errors never carry one.
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agentq"`)
 		h.fail(w, http.StatusUnauthorized, "unauthorized", err.Error())
 		return
 	}
+	select {
+	case h.slots <- struct{}{}:
+		h.inFlight.Inc()
+		defer func() { <-h.slots; h.inFlight.Dec() }()
+	default:
+		// 503, not 429: the bound is the endpoint's, over every client,
+		// not a rate this client exceeded (the CloudEvents webhook spec
+		// keeps 429 for a granted rate, and options grants any), and
+		// senders retry a 503 as a 429 (the CloudEvents SDK's retrying
+		// send; go-retryablehttp, which waits out Retry-After).
+		w.Header().Set("Retry-After", retryBusy)
+		h.fail(w, http.StatusServiceUnavailable, "overloaded", fmt.Sprintf(
+			"the endpoint is serving %d requests already, its limit: nothing was read or stored. Send the request again after Retry-After", h.o.MaxInFlight))
+		return
+	}
+	items, rerr := h.read(w, r, caller{grant: grant})
+	if rerr != nil {
+		h.fail(w, rerr.code, rerr.name, rerr.msg)
+		return
+	}
+	h.publish(r.Context(), items)
+	h.answer(w, grant.Tenant, items)
+}
+
+var errBatchTooLong = errors.New("batch too long")
+
+// requestError refuses a request as a whole: nothing of it is published.
+type requestError struct {
+	code      int
+	name, msg string
+}
+
+// read decodes the events of a request and checks each, refusing the
+// ones agentq would not publish; what is left unrefused is to be
+// published. It never panics, and a member of a batch that is refused
+// never takes another with it (FuzzRead holds it to both).
+func (h *Handler) read(w http.ResponseWriter, r *http.Request, c caller) ([]*item, *requestError) {
+	c.traceParent, c.traceState = requestTrace(r.Header)
 	r.Body = http.MaxBytesReader(w, r.Body, int64(h.o.MaxBody))
 	msg := cehttp.NewMessageFromHttpRequest(r)
-	var items []*item
+	var (
+		items []*item
+		err   error
+	)
 	switch msg.ReadEncoding() {
 	case binding.EncodingBatch:
 		items, err = h.readBatch(msg.BodyReader)
@@ -287,34 +363,47 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		msg.BodyReader = http.MaxBytesReader(w, msg.BodyReader, int64(min(h.o.MaxBody, h.o.MaxPayload+envelope)))
 		items, err = h.readOne(r.Context(), msg)
 	default:
-		h.fail(w, http.StatusUnsupportedMediaType, "unsupported_media_type",
-			"not a CloudEvent: send binary mode (ce-specversion, ce-id, ce-source and ce-type headers, the data as the body with Content-Type: application/json), "+
-				"or Content-Type application/cloudevents+json (one event) or application/cloudevents-batch+json (a JSON array of events)")
-		return
+		return nil, &requestError{http.StatusUnsupportedMediaType, "unsupported_media_type",
+			"not a CloudEvent: send binary mode (ce-specversion, ce-id, ce-source and ce-type headers, the data as the body with Content-Type: application/json), " +
+				"or Content-Type application/cloudevents+json (one event) or application/cloudevents-batch+json (a JSON array of events)"}
 	}
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		h.fail(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is over its limit of %d bytes (a single event: its data may have at most %d bytes; a batch: %d bytes in all)",
-			tooLarge.Limit, h.o.MaxPayload, h.o.MaxBody))
-		return
+		return nil, &requestError{http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body is over its limit of %d bytes (a single event: its data may have at most %d bytes; a batch: %d bytes in all)",
+			tooLarge.Limit, h.o.MaxPayload, h.o.MaxBody)}
 	case errors.Is(err, errBatchTooLong):
-		h.fail(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the batch holds more than %d events: split it", h.o.MaxBatch))
-		return
+		return nil, &requestError{http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the batch holds more than %d events: split it", h.o.MaxBatch)}
 	case err != nil:
-		h.fail(w, http.StatusBadRequest, "bad_request", err.Error())
-		return
+		return nil, &requestError{http.StatusBadRequest, "bad_request", err.Error()}
 	}
 	for _, it := range items {
 		if it.res.Status == "" {
-			h.check(it, tenant)
+			h.check(it, c)
 		}
 	}
-	h.publish(r.Context(), items)
-	h.answer(w, tenant, items)
+	return items, nil
 }
 
-var errBatchTooLong = errors.New("batch too long")
+// caller is who sent a request, and what its headers say of every event
+// in it.
+type caller struct {
+	grant auth.Grant // the token's tenant, and what it may send
+	// The request's W3C trace context (traceparent and tracestate
+	// headers), for the events that carry none of their own.
+	traceParent, traceState string
+}
+
+// requestTrace is the trace context of a request's headers: its one
+// traceparent (two or more make none, as W3C Trace Context says) and its
+// tracestate headers joined into one list.
+func requestTrace(h http.Header) (traceparent, tracestate string) {
+	tps := h.Values("traceparent")
+	if len(tps) != 1 {
+		return "", ""
+	}
+	return strings.TrimSpace(tps[0]), strings.Join(h.Values("tracestate"), ",")
+}
 
 // readOne reads a binary or structured event through the SDK. An event it
 // cannot read is answered like a refused member of a batch.
@@ -408,7 +497,8 @@ func unmarshalEvent(raw []byte, ev *event.Event) (err error) {
 
 // check refuses what agentq publish would refuse before the schema (which
 // the publisher checks), and fills what it leaves to agentq.
-func (h *Handler) check(it *item, tenant string) {
+func (h *Handler) check(it *item, c caller) {
+	tenant := c.grant.Tenant
 	ev := &it.ev
 	it.res.ID, it.res.Type = ev.ID(), ev.Type()
 	refuse := func(reason, format string, args ...any) {
@@ -428,6 +518,10 @@ func (h *Handler) check(it *item, tenant string) {
 		} else {
 			refuse(ReasonUnknownType, "type %q is not an agentq input event; inputs are %s", short(ev.Type()), strings.Join(InputTypes, ", "))
 		}
+		return
+	}
+	if !c.grant.MayPublish(ev.Type()) {
+		refuse(ReasonForbidden, "%s is an operator command, and this token may not send it: an operator's token may (its line in the token file ends with operator; agentq token new --operator makes one)", ev.Type())
 		return
 	}
 	switch v, ok := ev.Extensions()[bus.ExtTenant]; {
@@ -451,6 +545,13 @@ func (h *Handler) check(it *item, tenant string) {
 	}
 	if ev.DataSchema() == "" {
 		ev.SetDataSchema(bus.SchemaURL(ev.Type()))
+	}
+	// The trace the event started in: its own distributed tracing
+	// extension, else the request's traceparent header (an invalid one
+	// is ignored, as W3C Trace Context asks), so the trace goes on in
+	// the stream and in agentq's results.
+	if _, own := ev.Extensions()[bus.ExtTraceParent]; !own {
+		bus.ParseTrace(c.traceParent, c.traceState).Set(ev)
 	}
 }
 
@@ -563,7 +664,7 @@ func refusal(err error) error {
 // answer writes the per-event results with the status they add up to.
 func (h *Handler) answer(w http.ResponseWriter, tenant string, items []*item) {
 	resp := Response{Results: make([]Result, len(items))}
-	oversize := 0
+	oversize, forbidden := 0, 0
 	for i, it := range items {
 		it.res.Index = i
 		resp.Results[i] = it.res
@@ -575,8 +676,11 @@ func (h *Handler) answer(w http.ResponseWriter, tenant string, items []*item) {
 			resp.Duplicate++
 		case StatusRejected:
 			resp.Rejected++
-			if it.res.Reason == ReasonOversize {
+			switch it.res.Reason {
+			case ReasonOversize:
 				oversize++
+			case ReasonForbidden:
+				forbidden++
 			}
 		case StatusUnavailable:
 			resp.Unavailable++
@@ -598,8 +702,11 @@ func (h *Handler) answer(w http.ResponseWriter, tenant string, items []*item) {
 		}
 	case resp.Rejected > 0:
 		code = http.StatusBadRequest
-		if oversize == len(items) {
+		switch len(items) {
+		case oversize:
 			code = http.StatusRequestEntityTooLarge
+		case forbidden:
+			code = http.StatusForbidden
 		}
 		if stored == 0 {
 			resp.Message = fmt.Sprintf("%s refused (see the errors); nothing stored.", events(resp.Rejected))

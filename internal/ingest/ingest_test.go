@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
 
@@ -588,6 +589,226 @@ func atoi(t *testing.T, s string) int {
 		n = n*10 + int(c-'0')
 	}
 	return n
+}
+
+// Operator commands need a token of scope operator: with an agent's token
+// each is refused (forbidden; 403 when every event of the request is one),
+// and the other events of a batch are stored all the same.
+func TestOperatorCommands(t *testing.T) {
+	s := start(t)
+	opToken, opLine, err := auth.NewScoped(s.tenant, auth.ScopeOperator)
+	require.NoError(t, err)
+	command := func(typ string, data map[string]any) event.Event {
+		ev := newEvent(t, "", data)
+		ev.SetType(typ)
+		return ev
+	}
+	released := func() event.Event {
+		return command("agentq.tool.released.v1", map[string]any{"tool_name": "geo", "reason": "fixed"})
+	}
+	activated := func() event.Event {
+		return command("agentq.prompt.activated.v1", map[string]any{"prompt_id": "p", "version": 2, "label": "production"})
+	}
+	cancelled := func() event.Event {
+		return command("agentq.experiment.cancelled.v1", map[string]any{"experiment_id": "e-1"})
+	}
+	forbidden := func(t *testing.T, r ingest.Result, typ string) {
+		require.Equal(t, ingest.StatusRejected, r.Status)
+		require.Equal(t, ingest.ReasonForbidden, r.Reason)
+		require.Equal(t, typ+" is an operator command, and this token may not send it: an operator's token may (its line in the token file ends with operator; agentq token new --operator makes one)", r.Error)
+	}
+
+	for name, req := range map[string]*http.Request{
+		"binary":     s.binary(t, released()),
+		"structured": s.structured(t, activated()),
+		"batch":      s.batch(t, cancelled(), released()),
+	} {
+		t.Run("agent token, "+name, func(t *testing.T) {
+			a := do(t, req)
+			require.Equal(t, http.StatusForbidden, a.code, a.body)
+			require.Zero(t, a.resp.Accepted)
+			for _, r := range a.resp.Results {
+				forbidden(t, r, r.Type)
+			}
+			require.Contains(t, a.resp.Message, "nothing stored")
+		})
+	}
+	require.Empty(t, stored(t, s.nats.JS))
+
+	mixed := []event.Event{newEvent(t, "", nil), released(), activated(), cancelled()}
+	a := do(t, s.batch(t, mixed...))
+	require.Equal(t, http.StatusBadRequest, a.code, a.body)
+	require.Equal(t, 1, a.resp.Accepted)
+	require.Equal(t, 3, a.resp.Rejected)
+	require.Equal(t, ingest.StatusAccepted, a.resp.Results[0].Status)
+	for i, typ := range []string{"agentq.tool.released.v1", "agentq.prompt.activated.v1", "agentq.experiment.cancelled.v1"} {
+		forbidden(t, a.resp.Results[i+1], typ)
+	}
+	require.Len(t, stored(t, s.nats.JS), 1)
+
+	// The operator's token: the same batch is stored whole.
+	tokens, err := auth.Parse(strings.NewReader(opLine))
+	require.NoError(t, err)
+	reg, err := schemas.Load()
+	require.NoError(t, err)
+	h, err := ingest.New(s.nc, reg, tokens, ingest.Options{MaxPayload: 1 << 20, MaxBody: 1 << 20, MaxBatch: 10, AckTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	req := s.batch(t, mixed...)
+	req.URL, err = req.URL.Parse(srv.URL + ingest.Path)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+opToken)
+	a = do(t, req)
+	require.Equal(t, http.StatusAccepted, a.code, a.body)
+	require.Equal(t, 1, a.resp.Duplicate)
+	require.Equal(t, 3, a.resp.Accepted)
+	msgs := stored(t, s.nats.JS)
+	require.Len(t, msgs, 4)
+	require.Equal(t, []string{"tool.released." + s.tenant, "prompt.activated." + s.tenant, "experiment.cancelled." + s.tenant},
+		[]string{msgs[1].Subject, msgs[2].Subject, msgs[3].Subject})
+}
+
+// The W3C trace context of a request reaches the stream with its events,
+// as the CloudEvents distributed tracing extension (ce-traceparent and
+// ce-tracestate on NATS): an event's own wins over the request's headers,
+// which fill the events that have none; an invalid or ambiguous header is
+// ignored.
+func TestTraceContext(t *testing.T) {
+	s := start(t)
+	const (
+		hdrParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		hdrState  = "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"
+		ownParent = "00-0af7651916cd43dd8448eb211c80319c-b9c7c989f97918e1-01"
+	)
+	withOwn := func() event.Event {
+		ev := newEvent(t, "", nil)
+		ev.SetExtension("traceparent", ownParent)
+		return ev
+	}
+	type want struct{ parent, state string }
+	cases := []struct {
+		name    string
+		evs     []event.Event
+		req     func([]event.Event) *http.Request
+		headers map[string][]string
+		want    []want
+	}{
+		{"binary, from the headers", []event.Event{newEvent(t, "", nil)}, func(e []event.Event) *http.Request { return s.binary(t, e[0]) },
+			map[string][]string{"traceparent": {hdrParent}, "tracestate": {"rojo=00f067aa0ba902b7", "congo=t61rcWkgMzE"}}, []want{{hdrParent, hdrState}}},
+		{"binary, its own ce-traceparent wins", []event.Event{withOwn()}, func(e []event.Event) *http.Request { return s.binary(t, e[0]) },
+			map[string][]string{"traceparent": {hdrParent}, "tracestate": {hdrState}}, []want{{ownParent, ""}}},
+		{"structured, its own", []event.Event{withOwn()}, func(e []event.Event) *http.Request { return s.structured(t, e[0]) },
+			nil, []want{{ownParent, ""}}},
+		{"batch, the headers fill what has none", []event.Event{withOwn(), newEvent(t, "", nil)}, func(e []event.Event) *http.Request { return s.batch(t, e...) },
+			map[string][]string{"traceparent": {hdrParent}, "tracestate": {hdrState}}, []want{{ownParent, ""}, {hdrParent, hdrState}}},
+		{"an invalid traceparent header", []event.Event{newEvent(t, "", nil)}, func(e []event.Event) *http.Request { return s.binary(t, e[0]) },
+			map[string][]string{"traceparent": {"00-" + strings.Repeat("0", 32) + "-00f067aa0ba902b7-01"}, "tracestate": {hdrState}}, []want{{}}},
+		{"two traceparent headers", []event.Event{newEvent(t, "", nil)}, func(e []event.Event) *http.Request { return s.structured(t, e[0]) },
+			map[string][]string{"traceparent": {hdrParent, ownParent}}, []want{{}}},
+		{"none", []event.Event{newEvent(t, "", nil)}, func(e []event.Event) *http.Request { return s.binary(t, e[0]) }, nil, []want{{}}},
+	}
+	st, err := s.nats.JS.Stream(context.Background(), bus.StreamName)
+	require.NoError(t, err)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req := tc.req(tc.evs)
+			for k, vs := range tc.headers {
+				for _, v := range vs {
+					req.Header.Add(k, v)
+				}
+			}
+			a := do(t, req)
+			require.Equal(t, http.StatusAccepted, a.code, a.body)
+			for i, w := range tc.want {
+				m, err := st.GetMsg(context.Background(), a.resp.Results[i].Seq)
+				require.NoError(t, err)
+				require.Equal(t, w.parent, m.Header.Get("ce-traceparent"), "member %d", i)
+				require.Equal(t, w.state, m.Header.Get("ce-tracestate"), "member %d", i)
+				got, err := bus.Decode(m.Header, m.Data)
+				require.NoError(t, err)
+				tc := bus.Trace(got)
+				parent, state := tc.Parent, tc.State
+				require.Equal(t, w, want{parent, state}, "member %d", i)
+			}
+		})
+	}
+}
+
+// At most MaxInFlight requests are served at once: one more is answered
+// 503 with Retry-After before its body is read, and a slot freed by an
+// answered request takes the next one.
+func TestMaxInFlight(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s := start(t, func(o *ingest.Options) { o.MaxInFlight, o.Registerer = 2, reg })
+	inFlight := func() float64 {
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() == "agentq_ingest_requests_in_flight" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return -1
+	}
+	// Two batches whose bodies are still coming: they hold both slots.
+	type slow struct {
+		w    *io.PipeWriter
+		done chan answer
+	}
+	hold := func() slow {
+		pr, pw := io.Pipe()
+		req, err := http.NewRequest(http.MethodPost, s.url, pr)
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/cloudevents-batch+json")
+		s.auth(req)
+		sl := slow{pw, make(chan answer, 1)}
+		go func() { sl.done <- doRaw(t, req) }()
+		// Enough to push the headers out of the client's buffer.
+		_, err = pw.Write([]byte("[" + strings.Repeat(" ", 8<<10)))
+		require.NoError(t, err)
+		return sl
+	}
+	first, second := hold(), hold()
+	testenv.Eventually(t, 10*time.Second, func() bool { return inFlight() == 2 }, "both requests in flight")
+
+	ev := newEvent(t, "", nil)
+	a := do(t, s.structured(t, ev))
+	require.Equal(t, http.StatusServiceUnavailable, a.code, a.body)
+	require.Equal(t, "1", a.hdr.Get("Retry-After"))
+	require.Equal(t, "overloaded", a.err.Code)
+	require.Equal(t, "the endpoint is serving 2 requests already, its limit: nothing was read or stored. Send the request again after Retry-After", a.err.Error)
+	require.Empty(t, stored(t, s.nats.JS))
+
+	// The first ends: its event is stored, and its slot takes the retry.
+	body, err := json.Marshal(newEvent(t, "", nil))
+	require.NoError(t, err)
+	_, err = first.w.Write(append(body, ']'))
+	require.NoError(t, err)
+	require.NoError(t, first.w.Close())
+	got := <-first.done
+	require.Equal(t, http.StatusAccepted, got.code, got.body)
+	a = do(t, s.structured(t, ev))
+	require.Equal(t, http.StatusAccepted, a.code, a.body)
+	require.Equal(t, ingest.StatusAccepted, a.resp.Results[0].Status)
+
+	// A body that stops half-way frees its slot too.
+	require.NoError(t, second.w.CloseWithError(io.ErrUnexpectedEOF))
+	<-second.done
+	testenv.Eventually(t, 10*time.Second, func() bool { return inFlight() == 0 }, "no request in flight")
+	require.Len(t, stored(t, s.nats.JS), 2)
+}
+
+// doRaw is do for a request whose body streams: the answer, or a zero
+// answer when the transport failed (the body was cut).
+func doRaw(t *testing.T, req *http.Request) answer {
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return answer{}
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	return answer{code: res.StatusCode, hdr: res.Header, body: string(raw)}
 }
 
 // InputTypes are exactly the inputs of the published contract.

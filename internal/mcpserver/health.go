@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"container/list"
 	"context"
 	"encoding/json"
 	"errors"
@@ -73,35 +74,55 @@ type transition struct {
 	ProbationEndsAt string `json:"probation_ends_at"`
 }
 
-// healthFold keeps each tenant's fold.
+// healthFold keeps the folds of the tenants asked about most recently, at
+// most max of them (least recently used out first): over HTTP one server
+// serves every tenant of the token file, and a fold holds every tool its
+// tenant's degrader ever announced. A tenant whose fold went out reads it
+// again from the stream at its next call, which is slower, never wrong.
 type healthFold struct {
 	js      jetstream.JetStream
+	max     int
 	mu      sync.Mutex
-	tenants map[string]*tenantHealth
+	order   *list.List // of *tenantHealth, the most recently used first
+	tenants map[string]*list.Element
 }
 
 // tenantHealth is one tenant's tools as announced up to stream sequence
 // next-1. Its lock serialises the calls that bring it up to date.
 type tenantHealth struct {
-	mu    sync.Mutex
-	next  uint64
-	tools map[string]ToolHealth
+	tenant string
+	mu     sync.Mutex
+	next   uint64
+	tools  map[string]ToolHealth
 }
 
-func newHealthFold(js jetstream.JetStream) *healthFold {
-	return &healthFold{js: js, tenants: map[string]*tenantHealth{}}
+func newHealthFold(js jetstream.JetStream, max int) *healthFold {
+	return &healthFold{js: js, max: max, order: list.New(), tenants: map[string]*list.Element{}}
+}
+
+// fold is tenant's fold, made (and the least recently used one dropped
+// beyond max) when it has none. A call still working on a dropped fold
+// finishes on it; the next call makes a new one.
+func (f *healthFold) fold(tenant string) *tenantHealth {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if el, ok := f.tenants[tenant]; ok {
+		f.order.MoveToFront(el)
+		return el.Value.(*tenantHealth)
+	}
+	th := &tenantHealth{tenant: tenant, next: 1, tools: map[string]ToolHealth{}}
+	f.tenants[tenant] = f.order.PushFront(th)
+	for f.order.Len() > f.max {
+		old := f.order.Remove(f.order.Back()).(*tenantHealth)
+		delete(f.tenants, old.tenant)
+	}
+	return th
 }
 
 // tools returns tenant's tools as announced up to the stream's end at the
 // time of the call, by name.
 func (f *healthFold) tools(ctx context.Context, tenant string) ([]ToolHealth, error) {
-	f.mu.Lock()
-	th := f.tenants[tenant]
-	if th == nil {
-		th = &tenantHealth{next: 1, tools: map[string]ToolHealth{}}
-		f.tenants[tenant] = th
-	}
-	f.mu.Unlock()
+	th := f.fold(tenant)
 	th.mu.Lock()
 	defer th.mu.Unlock()
 	if err := th.catchUp(ctx, f.js, tenant); err != nil {

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 
 	mcpauth "github.com/modelcontextprotocol/go-sdk/auth"
@@ -45,4 +46,16 @@ func (s *Server) HTTPHandler(tokens Tenants) (http.Handler, error) {
 		return &mcpauth.TokenInfo{UserID: tenant, Extra: map[string]any{tenantKey: tenant}}, nil
 	}
 	return mcpauth.RequireBearerToken(verify, &mcpauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h), nil
+}
+
+// Healthz answers 200 while the connection to agentq's NATS is up, and
+// 503 while it is not: the readiness of an HTTP server (a container's
+// healthcheck, a load balancer's probe). It needs no token and says
+// nothing but that.
+func (s *Server) Healthz(w http.ResponseWriter, _ *http.Request) {
+	if !s.opts.NC.IsConnected() {
+		http.Error(w, "nats disconnected", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
 }

@@ -140,6 +140,10 @@ func testUnreachable(t *testing.T, st *stack) {
 	require.Equal(t, "agentq is not reachable: the MCP server is not connected to agentq's NATS server. Make sure agentq is running (make dev runs it), then retry.", errText)
 	_, err = cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "x"})
 	require.ErrorContains(t, err, "agentq is not reachable")
+	rec := httptest.NewRecorder()
+	s.Healthz(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	require.Equal(t, "nats disconnected\n", rec.Body.String())
 }
 
 // The read tools answer exactly what the NATS calls they stand for
@@ -578,6 +582,10 @@ func testHTTP(t *testing.T, st *stack) {
 	for _, tok := range []string{tokA, tokB} {
 		require.NotContains(t, logs.String(), tok)
 	}
+	rec := httptest.NewRecorder()
+	s.Healthz(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Equal(t, "ok\n", rec.Body.String())
 }
 
 // bearer sets the Authorization header of every request.

@@ -54,6 +54,10 @@ type Options struct {
 	// AnswerTimeout is how long prompt_create waits for the indexer's
 	// answer. Default 30s.
 	AnswerTimeout time.Duration
+	// HealthTenants is how many tenants' tool health tool_health keeps
+	// folded from the stream, the least recently asked about dropped
+	// first (and read again from the stream when asked). Default 1000.
+	HealthTenants int
 	// Version is reported to clients as the server's version.
 	Version string
 	// Log hears one line per tool call at debug level, and failures of
@@ -71,6 +75,11 @@ func (o *Options) validate() error {
 		return fmt.Errorf("mcpserver: tenant %q does not match [a-z0-9_-]{1,64}", o.Tenant)
 	case o.CallTimeout < 0 || o.AnswerTimeout < 0:
 		return errors.New("mcpserver: timeouts must not be negative")
+	case o.HealthTenants < 0:
+		return errors.New("mcpserver: HealthTenants must not be negative")
+	}
+	if o.HealthTenants == 0 {
+		o.HealthTenants = 1000
 	}
 	if o.CallTimeout == 0 {
 		o.CallTimeout = 10 * time.Second
@@ -116,7 +125,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcpserver: %w", err)
 	}
-	s := &Server{opts: opts, js: js, pub: bus.NewPublisher(js, opts.Registry), health: newHealthFold(js),
+	s := &Server{opts: opts, js: js, pub: bus.NewPublisher(js, opts.Registry), health: newHealthFold(js, opts.HealthTenants),
 		contracts: map[string]string{}, log: opts.Log.With().Str("component", "mcp").Logger()}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "agentq", Title: "agentq prompt library and tool registry", Version: opts.Version},
 		&mcp.ServerOptions{
