@@ -21,8 +21,8 @@ import (
 // committed together) or refusing it (lab.rejected); a cancellation by
 // asking the job to stop. Results are sent after commit.
 func (l *Lab) Handle(ctx context.Context, d *bus.Delivery) error {
-	if keep, err := kept(d); err != nil || !keep {
-		return err // feedback and uses the lab has no use for cost no transaction
+	if isRowEvent(d) {
+		return l.applyRows(ctx, []*bus.Delivery{d})[0]
 	}
 	tx, err := l.pool.Begin(ctx)
 	if err != nil {
@@ -52,10 +52,6 @@ func (l *Lab) Handle(ctx context.Context, d *bus.Delivery) error {
 		err = applyCreated(ctx, tx, d)
 	case typePromptIndexed:
 		err = applyIndexed(ctx, tx, d)
-	case typeFeedback:
-		err = applyFeedback(ctx, tx, d)
-	case typePromptUsed:
-		err = applyUsed(ctx, tx, d)
 	case TypeRequested:
 		results, wake, err = l.accept(ctx, tx, d, withheld)
 	case TypeCancelled:

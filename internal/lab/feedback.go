@@ -20,7 +20,8 @@ import (
 // content hashes of prompt.indexed resolve events that name a version by
 // its hash. Every row is one event (applying it again changes nothing) and
 // the joins are made when the feedback is read, so the events may arrive
-// in any order.
+// in any order. The rows of prompt.used are kept AGENTQ_LAB_FEEDBACK_RETENTION
+// (see applyRows).
 
 // negativeRating is the rating under which feedback is negative.
 const negativeRating = 0.5
@@ -68,15 +69,12 @@ func kept(d *bus.Delivery) (bool, error) {
 	return true, nil
 }
 
-// applyFeedback keeps a negative feedback.submitted on a prompt; other
-// feedback is not the lab's concern.
-func applyFeedback(ctx context.Context, q querier, d *bus.Delivery) error {
+// feedbackRow is the statement keeping a negative feedback.submitted on a
+// prompt (kept has said it is one).
+func feedbackRow(d *bus.Delivery) (func(*pgx.Batch), error) {
 	var f feedbackIn
 	if err := json.Unmarshal(d.Event.Data(), &f); err != nil {
-		return bus.Permanentf("feedback.submitted data: %v", err)
-	}
-	if f.Target != "prompt" || !f.negative() {
-		return nil
+		return nil, bus.Permanentf("feedback.submitted data: %v", err)
 	}
 	at := d.Event.Time()
 	if at.IsZero() {
@@ -86,17 +84,15 @@ func applyFeedback(ctx context.Context, q querier, d *bus.Delivery) error {
 	if f.Thumbs != "" {
 		thumbs = f.Thumbs
 	}
-	_, err := q.Exec(ctx, `
-		INSERT INTO lab_feedback (tenant_id, event_id, prompt_id, version, prompt_hash, run_id, thumbs, rating,
-			comment, query, response, submitted_at)
-		VALUES ($1, $2, nullif($3, ''), $4, nullif($5, ''), nullif($6, ''), $7, $8, nullif($9, ''), nullif($10, ''), nullif($11, ''), $12)
-		ON CONFLICT DO NOTHING`,
-		d.Tenant, d.Event.ID(), f.PromptID, f.Version, f.PromptHash, f.RunID, thumbs, f.Rating,
-		cutText(f.Comment), cutText(f.Query), cutText(f.Response), at.UTC())
-	if err != nil {
-		return fmt.Errorf("store feedback.submitted: %w", err)
-	}
-	return nil
+	args := []any{d.Tenant, d.Event.ID(), f.PromptID, f.Version, f.PromptHash, f.RunID, thumbs, f.Rating,
+		cutText(f.Comment), cutText(f.Query), cutText(f.Response), at.UTC()}
+	return func(b *pgx.Batch) {
+		b.Queue(`
+			INSERT INTO lab_feedback (tenant_id, event_id, prompt_id, version, prompt_hash, run_id, thumbs, rating,
+				comment, query, response, submitted_at)
+			VALUES ($1, $2, nullif($3, ''), $4, nullif($5, ''), nullif($6, ''), $7, $8, nullif($9, ''), nullif($10, ''), nullif($11, ''), $12)
+			ON CONFLICT DO NOTHING`, args...)
+	}, nil
 }
 
 // promptUsed is the part of prompt.used the lab keeps.
@@ -110,25 +106,30 @@ type promptUsed struct {
 	Output     string `json:"output"`
 }
 
-// applyUsed keeps a prompt.used that names its run.
-func applyUsed(ctx context.Context, q querier, d *bus.Delivery) error {
+// usedRow is the statement keeping a prompt.used that names its run (kept
+// has said it does), at its time; nil for one already older than the
+// retention (0: kept forever) at now, which a prune would delete: a replay
+// of old events does not bring back what was pruned.
+func usedRow(d *bus.Delivery, now time.Time, retention time.Duration) (func(*pgx.Batch), error) {
 	var u promptUsed
 	if err := json.Unmarshal(d.Event.Data(), &u); err != nil {
-		return bus.Permanentf("prompt.used data: %v", err)
+		return nil, bus.Permanentf("prompt.used data: %v", err)
 	}
-	if u.RunID == "" || (u.Input == "" && u.Output == "") {
-		return nil // nothing feedback could take from it
+	at := d.Event.Time()
+	if at.IsZero() {
+		at = d.Time
 	}
-	_, err := q.Exec(ctx, `
-		INSERT INTO lab_prompt_uses (tenant_id, event_id, run_id, prompt_id, version, prompt_hash, step_idx, stream_seq, input, output)
-		VALUES ($1, $2, $3, nullif($4, ''), $5, nullif($6, ''), $7, $8, nullif($9, ''), nullif($10, ''))
-		ON CONFLICT DO NOTHING`,
-		d.Tenant, d.Event.ID(), u.RunID, u.PromptID, u.Version, u.PromptHash, u.StepIdx, int64(d.StreamSeq),
-		cutText(u.Input), cutText(u.Output))
-	if err != nil {
-		return fmt.Errorf("store prompt.used: %w", err)
+	if retention > 0 && at.Before(now.Add(-retention)) {
+		return nil, nil
 	}
-	return nil
+	args := []any{d.Tenant, d.Event.ID(), u.RunID, u.PromptID, u.Version, u.PromptHash, u.StepIdx, int64(d.StreamSeq),
+		cutText(u.Input), cutText(u.Output), at.UTC()}
+	return func(b *pgx.Batch) {
+		b.Queue(`
+			INSERT INTO lab_prompt_uses (tenant_id, event_id, run_id, prompt_id, version, prompt_hash, step_idx, stream_seq, input, output, used_at)
+			VALUES ($1, $2, $3, nullif($4, ''), $5, nullif($6, ''), $7, $8, nullif($9, ''), nullif($10, ''), $11)
+			ON CONFLICT DO NOTHING`, args...)
+	}, nil
 }
 
 // storeHash records which version a content hash names.

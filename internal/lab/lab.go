@@ -120,6 +120,8 @@ type Lab struct {
 	// rebuild marks the lab of a rebuild (RebuildTarget): it decides a
 	// request at its place in the history, never deferring it.
 	rebuild bool
+	// prune times the deletion of prompt.used rows past the retention.
+	prune pruner
 }
 
 // New returns a lab over pool publishing through out. Run its Worker and
@@ -189,7 +191,7 @@ func NewConsumer(opts Options) app.Consumer {
 			d.Log.Info().Str("consumer", o.Consumer).Str("model", o.Model).Int("concurrency", o.Lab.Concurrency).
 				Int("max_running", o.Lab.MaxRunning).Dur("timeout", o.Lab.Timeout).Msg("lab ready")
 		}
-		r, err := bus.NewRunner(d.JS, d.Schemas, bus.Each(l.Handle), d.Config.Runner(o.Consumer, Subjects...), d.Log, d.Metrics)
+		r, err := bus.NewRunner(d.JS, d.Schemas, l.HandleBatch, d.Config.Runner(o.Consumer, Subjects...), d.Log, d.Metrics)
 		if err != nil {
 			return err
 		}

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
-	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/replay"
 )
@@ -44,7 +43,7 @@ func RebuildTarget(pool *pgxpool.Pool, opts Options, log zerolog.Logger) (replay
 		Reset: func(ctx context.Context, tx pgx.Tx, tenant string) error {
 			return Reset(ctx, tx, opts.Consumer, tenant)
 		},
-		Handler: bus.Each(l.Handle),
+		Handler: l.HandleBatch,
 		Results: results,
 	}, nil
 }
