@@ -24,6 +24,11 @@ func (l *Lab) Handle(ctx context.Context, d *bus.Delivery) error {
 	if isRowEvent(d) {
 		return l.applyRows(ctx, []*bus.Delivery{d})[0]
 	}
+	if d.Event.Type() == typeIndexerRejected {
+		if keep, err := keptRejection(d); err != nil || !keep {
+			return err // a tool's rejection costs no transaction
+		}
+	}
 	tx, err := l.pool.Begin(ctx)
 	if err != nil {
 		return database.Classify(err)
@@ -34,12 +39,12 @@ func (l *Lab) Handle(ctx context.Context, d *bus.Delivery) error {
 		return database.Classify(err)
 	}
 	if !claimed.Fresh[0] {
-		if claimed.Moved[0] == 0 || d.Event.Type() != typePromptIndexed {
-			return nil // applied before; only labels depend on the place
+		if claimed.Moved[0] == 0 || (d.Event.Type() != typePromptIndexed && d.Event.Type() != typeIndexerRejected) {
+			return nil // applied before; only the indexer's results depend on the place
 		}
 		// A republished copy was applied first, at a later sequence: the
-		// labels count at this, the original's, place.
-		if err := moveIndexed(ctx, tx, d.Tenant, d.Event.ID(), d.StreamSeq); err != nil {
+		// result (and its labels) count at this, the original's, place.
+		if err := moveResult(ctx, tx, d.Tenant, d.Event.ID(), d.StreamSeq); err != nil {
 			return database.Classify(err)
 		}
 		return database.Classify(tx.Commit(ctx))
@@ -52,6 +57,8 @@ func (l *Lab) Handle(ctx context.Context, d *bus.Delivery) error {
 		err = applyCreated(ctx, tx, d)
 	case typePromptIndexed:
 		err = applyIndexed(ctx, tx, d)
+	case typeIndexerRejected:
+		err = applyRejected(ctx, tx, d)
 	case TypeRequested:
 		results, wake, err = l.accept(ctx, tx, d, withheld)
 	case TypeCancelled:
@@ -89,7 +96,7 @@ func (l *Lab) Handle(ctx context.Context, d *bus.Delivery) error {
 	if wake {
 		l.worker.Wake()
 	}
-	if d.Event.Type() == typePromptIndexed {
+	if d.Event.Type() == typePromptIndexed || d.Event.Type() == typeIndexerRejected {
 		l.indexed.broadcast() // a run from feedback may be waiting for its candidates
 	}
 	return nil

@@ -16,12 +16,12 @@ import (
 // The lab's read model of negative feedback, for runs from feedback.
 // feedback.submitted on a prompt is kept when it is negative (thumbs down
 // or a rating under 0.5); prompt.used is kept when it names a run, so that
-// feedback naming only its run finds the query and the response; the
-// content hashes of prompt.indexed resolve events that name a version by
-// its hash. Every row is one event (applying it again changes nothing) and
-// the joins are made when the feedback is read, so the events may arrive
-// in any order. The rows of prompt.used are kept AGENTQ_LAB_FEEDBACK_RETENTION
-// (see applyRows).
+// feedback naming only its run finds the query and the response, for
+// AGENTQ_LAB_FEEDBACK_RETENTION (see applyRows); the content hashes the
+// prompt read model keeps with each version (from prompt.indexed) resolve
+// events that name a version by its hash. Every row is one event (applying
+// it again changes nothing) and the joins are made when the feedback is
+// read, so the events may arrive in any order.
 
 // negativeRating is the rating under which feedback is negative.
 const negativeRating = 0.5
@@ -132,20 +132,6 @@ func usedRow(d *bus.Delivery, now time.Time, retention time.Duration) (func(*pgx
 	}, nil
 }
 
-// storeHash records which version a content hash names.
-func storeHash(ctx context.Context, q querier, tenant string, p promptIndexed) error {
-	if p.ContentHash == "" {
-		return nil
-	}
-	_, err := q.Exec(ctx, `
-		INSERT INTO lab_prompt_hashes (tenant_id, content_hash, prompt_id, version) VALUES ($1, $2, $3, $4)
-		ON CONFLICT DO NOTHING`, tenant, p.ContentHash, p.PromptID, p.Version)
-	if err != nil {
-		return fmt.Errorf("store prompt hash: %w", err)
-	}
-	return nil
-}
-
 func cutText(s string) string { return cutTo(s, maxFeedbackText) }
 
 // cutTo cuts s to at most n bytes, on a character boundary.
@@ -188,7 +174,7 @@ func negatives(ctx context.Context, q querier, tenant, promptID string, w feedba
 			coalesce(f.thumbs, ''), f.rating, f.submitted_at
 		FROM lab_feedback f
 		LEFT JOIN LATERAL (
-			SELECT h.version FROM lab_prompt_hashes h
+			SELECT h.version FROM lab_prompt_versions h
 			WHERE h.tenant_id = f.tenant_id AND h.content_hash = f.prompt_hash AND h.prompt_id = $2
 			ORDER BY h.version LIMIT 1
 		) h ON f.prompt_id IS NULL
@@ -196,7 +182,7 @@ func negatives(ctx context.Context, q querier, tenant, promptID string, w feedba
 			SELECT u.input, u.output FROM lab_prompt_uses u
 			WHERE u.tenant_id = f.tenant_id AND u.run_id = f.run_id
 			  AND (u.prompt_id = $2 OR (u.prompt_id IS NULL AND EXISTS (
-				SELECT 1 FROM lab_prompt_hashes uh
+				SELECT 1 FROM lab_prompt_versions uh
 				WHERE uh.tenant_id = u.tenant_id AND uh.content_hash = u.prompt_hash AND uh.prompt_id = $2)))
 			ORDER BY u.step_idx DESC NULLS LAST, u.stream_seq DESC LIMIT 1
 		) u ON f.run_id IS NOT NULL

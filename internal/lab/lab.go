@@ -33,16 +33,18 @@ var (
 	TypeFailed    = bus.Type("experiment", "failed")
 	TypeRejected  = bus.Type("lab", "rejected")
 
-	typePromptCreated = bus.Type("prompt", "created")
-	typePromptIndexed = bus.Type("prompt", "indexed")
-	typeFeedback      = bus.Type("feedback", "submitted")
-	typePromptUsed    = bus.Type("prompt", "used")
+	typePromptCreated   = bus.Type("prompt", "created")
+	typePromptIndexed   = bus.Type("prompt", "indexed")
+	typePromptActivated = bus.Type("prompt", "activated")
+	typeIndexerRejected = bus.Type("indexer", "rejected")
+	typeFeedback        = bus.Type("feedback", "submitted")
+	typePromptUsed      = bus.Type("prompt", "used")
 )
 
 // Subjects are the lab's filter subjects: its commands, and the prompt and
-// feedback events of its read models.
+// feedback events of its read models (the indexer's results among them).
 var Subjects = []string{"experiment.requested.*", "experiment.cancelled.*", "prompt.created.*", "prompt.indexed.*",
-	"feedback.submitted.*", "prompt.used.*"}
+	"indexer.rejected.*", "feedback.submitted.*", "prompt.used.*"}
 
 // ResultSubjects are the subjects of the lab's results.
 var ResultSubjects = []string{"experiment.started.*", "experiment.completed.*", "experiment.failed.*", "lab.rejected.*"}
