@@ -13,6 +13,11 @@
 --    replaces lab_prompt_hashes. Rows from before keep what they said; a
 --    rebuild (agentq replay --consumer lab) applies the revisions the lab
 --    ignored until now.
+-- Requests refused before 00027 are not added to lab_commands here: the
+-- database keeps no trace that tells them apart (lab.rejected left the
+-- outbox once published; their inbox rows do not say what the event was,
+-- and look like those of prompt.indexed events without labels). A rebuild
+-- finds their answers on the stream instead and records them then.
 -- +goose Up
 ALTER TABLE lab_prompt_uses ADD COLUMN IF NOT EXISTS used_at timestamptz NOT NULL DEFAULT now();
 CREATE INDEX IF NOT EXISTS lab_prompt_uses_used_at ON lab_prompt_uses (used_at);

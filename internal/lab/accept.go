@@ -60,9 +60,13 @@ func (l *Lab) Handle(ctx context.Context, d *bus.Delivery) error {
 	case typeIndexerRejected:
 		err = applyRejected(ctx, tx, d)
 	case TypeRequested:
-		results, wake, err = l.accept(ctx, tx, d, withheld)
+		if !l.answered(d) {
+			results, wake, err = l.accept(ctx, tx, d, withheld)
+		}
 	case TypeCancelled:
-		results, wake, err = l.cancel(ctx, tx, d)
+		if !l.answered(d) {
+			results, wake, err = l.cancel(ctx, tx, d)
+		}
 	default:
 		err = bus.Permanentf("lab: unexpected event type %s", d.Event.Type())
 	}
@@ -100,6 +104,26 @@ func (l *Lab) Handle(ctx context.Context, d *bus.Delivery) error {
 		l.indexed.broadcast() // a run from feedback may be waiting for its candidates
 	}
 	return nil
+}
+
+// answered reports, in a rebuild, whether the stream holds the lab's
+// answer to command d: experiment.started or lab.rejected. Commands decided
+// before migration 00027 have no lab_commands row, and the database keeps
+// no other trace of a refusal (its result left the outbox once published,
+// and the inbox row does not say what the event was), so Reset cannot keep
+// their inbox rows; the answer on the stream says they were decided. A
+// cancellation accepted then has no answer of its own and is decided again
+// (a cancelled job's is refused as finished).
+func (l *Lab) answered(d *bus.Delivery) bool {
+	if l.published == nil {
+		return false
+	}
+	for _, typ := range []string{TypeStarted, TypeRejected} {
+		if l.published(bus.DeriveID(l.opts.Consumer, d.Tenant, typ, "event:"+d.Event.ID())) {
+			return true
+		}
+	}
+	return false
 }
 
 // experimentIDRE is the shape of an experiment id in every schema.

@@ -124,6 +124,9 @@ type Lab struct {
 	rebuild bool
 	// prune times the deletion of prompt.used rows past the retention.
 	prune pruner
+	// published, in a rebuild, reports whether a result id was on the
+	// stream when it began (see answered).
+	published func(id string) bool
 }
 
 // New returns a lab over pool publishing through out. Run its Worker and

@@ -36,7 +36,7 @@ func RebuildTarget(pool *pgxpool.Pool, opts Options, log zerolog.Logger) (replay
 	if err != nil {
 		return replay.Target{}, err
 	}
-	l.rebuild = true
+	l.rebuild, l.published = true, results.Published
 	return replay.Target{
 		Consumer: opts.Consumer,
 		Subjects: Subjects,
