@@ -80,6 +80,9 @@ type Lab struct {
 	Holdout         float64 // share of the feedback's test queries kept out of generation
 	Schedule        string  // cron of scheduled auto runs; empty: none (see LabSchedule)
 	SchedulePrompts string  // prompt ids they cover, comma-separated; empty: every prompt the lab knows
+	// FeedbackRetention is how long the lab keeps the prompt.used rows of
+	// its feedback read model; 0 keeps them forever.
+	FeedbackRetention time.Duration
 }
 
 // Alerts configures alert delivery (AGENTQ_ALERT_*).
@@ -252,6 +255,7 @@ var Vars = []Var{
 	{"AGENTQ_LAB_HOLDOUT", "0.3", "share of a run from feedback's test queries kept out of candidate generation, so candidates are also judged on queries they were not written from; 0..0.9"},
 	{"AGENTQ_LAB_SCHEDULE", "", "cron expression (5 fields, or 6 with seconds first, or @daily ...; UTC unless it starts with CRON_TZ=) of scheduled runs from feedback; empty: none"},
 	{"AGENTQ_LAB_SCHEDULE_PROMPTS", "", "prompt ids the scheduled runs cover, comma-separated; empty: every prompt the lab knows, in every tenant"},
+	{"AGENTQ_LAB_FEEDBACK_RETENTION", "720h", "how long the lab keeps a prompt.used (by its time) to find the query and answer of feedback that names only its run; older ones are pruned hourly and not stored again on replay; 0 keeps them forever"},
 	{"AGENTQ_INDEXER_WRITERS", "2", "transactions each indexer copy applies a batch in at once, split by prompt id, tool name and quality figure (each one's events stay in stream order in one); more use more Postgres cores and connections"},
 	{"AGENTQ_EMBED_BASE_URL", "", "OpenAI-compatible embeddings endpoint; empty: the built-in offline embedders (AGENTQ_EMBED_PROMPTS, AGENTQ_EMBED_TOOLS)"},
 	{"AGENTQ_EMBED_MODEL", "", "embedding model name"},
@@ -420,7 +424,7 @@ func Load(getenv func(string) string) (Config, error) {
 			JudgeBudget: num("AGENTQ_LAB_JUDGE_BUDGET_TOKENS"), JudgeModel: get("AGENTQ_LAB_JUDGE_MODEL"),
 			CandidateCount: num("AGENTQ_LAB_CANDIDATE_COUNT"), MinNegative: num("AGENTQ_LAB_MIN_NEGATIVE_FEEDBACK"),
 			Holdout: float("AGENTQ_LAB_HOLDOUT"), Schedule: strings.TrimSpace(get("AGENTQ_LAB_SCHEDULE")),
-			SchedulePrompts: get("AGENTQ_LAB_SCHEDULE_PROMPTS"),
+			SchedulePrompts: get("AGENTQ_LAB_SCHEDULE_PROMPTS"), FeedbackRetention: dur("AGENTQ_LAB_FEEDBACK_RETENTION"),
 		},
 		Alerts: Alerts{
 			WebhookURL: get("AGENTQ_ALERT_WEBHOOK_URL"), WebhookSecret: get("AGENTQ_ALERT_WEBHOOK_SECRET"),
@@ -522,6 +526,8 @@ func (c Config) Validate() error {
 		"AGENTQ_LAB_CANDIDATE_COUNT %d: want 1..10 and below AGENTQ_LAB_MAX_VERSIONS (%d)", c.Lab.CandidateCount, c.Lab.MaxVersions)
 	check(c.Lab.MinNegative >= 1, "AGENTQ_LAB_MIN_NEGATIVE_FEEDBACK %d: want at least 1", c.Lab.MinNegative)
 	check(c.Lab.Holdout >= 0 && c.Lab.Holdout <= 0.9, "AGENTQ_LAB_HOLDOUT %v: want 0..0.9", c.Lab.Holdout)
+	check(c.Lab.FeedbackRetention == 0 || c.Lab.FeedbackRetention >= time.Hour,
+		"AGENTQ_LAB_FEEDBACK_RETENTION %s: want 0 (keep forever) or at least 1h", c.Lab.FeedbackRetention)
 	if c.Lab.Schedule != "" {
 		_, err := LabSchedule(c.Lab.Schedule)
 		check(err == nil, "AGENTQ_LAB_SCHEDULE: %v", err)

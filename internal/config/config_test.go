@@ -268,7 +268,7 @@ func TestLab(t *testing.T) {
 	require.Equal(t, config.Lab{
 		MaxQueries: 100, MaxVersions: 10, MaxRepetitions: 5, MaxRunning: 3, Concurrency: 8, Workers: 4,
 		Timeout: 10 * time.Minute, CallTimeout: time.Minute, JudgeBudget: 100000,
-		CandidateCount: 3, MinNegative: 5, Holdout: 0.3,
+		CandidateCount: 3, MinNegative: 5, Holdout: 0.3, FeedbackRetention: 30 * 24 * time.Hour,
 	}, cfg.Lab)
 	cfg, err = config.Load(env(map[string]string{"AGENTQ_LAB_MAX_QUERIES": "20", "AGENTQ_LAB_JUDGE_MODEL": "judge-1", "AGENTQ_LAB_TIMEOUT": "90s"}))
 	require.NoError(t, err)
@@ -288,6 +288,7 @@ func TestLab(t *testing.T) {
 		"AGENTQ_LAB_CANDIDATE_COUNT":       "AGENTQ_LAB_CANDIDATE_COUNT 0: want 1..10 and below AGENTQ_LAB_MAX_VERSIONS (10)",
 		"AGENTQ_LAB_MIN_NEGATIVE_FEEDBACK": "AGENTQ_LAB_MIN_NEGATIVE_FEEDBACK 0: want at least 1",
 		"AGENTQ_LAB_HOLDOUT":               "",
+		"AGENTQ_LAB_FEEDBACK_RETENTION":    "",
 	} {
 		t.Run(key, func(t *testing.T) {
 			_, err := config.Load(env(map[string]string{key: "0"}))
@@ -308,6 +309,9 @@ func TestLab(t *testing.T) {
 		{"AGENTQ_LAB_SCHEDULE", "0 2 * *"}:       "AGENTQ_LAB_SCHEDULE: expected 5 to 6 fields",
 		{"AGENTQ_LAB_SCHEDULE", "@every 1h"}:     "@every is not supported",
 		{"AGENTQ_LAB_SCHEDULE_PROMPTS", "a,b c"}: `AGENTQ_LAB_SCHEDULE_PROMPTS: "b c" is not a prompt id`,
+		{"AGENTQ_LAB_FEEDBACK_RETENTION", "30m"}: "AGENTQ_LAB_FEEDBACK_RETENTION 30m0s: want 0 (keep forever) or at least 1h",
+		{"AGENTQ_LAB_FEEDBACK_RETENTION", "30d"}: `AGENTQ_LAB_FEEDBACK_RETENTION: "30d" is not a duration like 30s or 720h`,
+		{"AGENTQ_LAB_FEEDBACK_RETENTION", "-1h"}: "AGENTQ_LAB_FEEDBACK_RETENTION -1h0m0s: want 0 (keep forever) or at least 1h",
 	} {
 		_, err = config.Load(env(map[string]string{vars[0]: vars[1]}))
 		require.ErrorContains(t, err, want, vars)

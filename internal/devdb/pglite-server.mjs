@@ -53,48 +53,80 @@ let stopping = null
 // its Sync) leaves that backend ignoring every message until a Sync, and
 // pglite-socket then wedges: even new connections hang at startup. So when a
 // connection goes away, push a Sync through the shared query queue on its
-// behalf before the library's own cleanup (which rolls back an open
-// transaction). A Sync on a clean backend is harmless: it only produces a
-// ReadyForQuery, which nobody reads.
+// behalf before the library's own cleanup (which rolls back the transaction
+// the connection left open, see patchQueue). A Sync on a clean backend is
+// harmless: it only produces a ReadyForQuery, which nobody reads. A socket
+// that errors and then closes detaches twice: the second call waits for the
+// first, or it would drop the first's Sync from the queue half done.
 const SYNC = new Uint8Array([0x53, 0, 0, 0, 4])
 const detach = PGLiteSocketHandler.prototype.detach
-PGLiteSocketHandler.prototype.detach = async function (close) {
-  if (this.socket && this.queryQueue && !this.syncedOnDetach) {
-    this.syncedOnDetach = true
-    try {
-      await this.queryQueue.enqueue(this.id, SYNC, () => {})
-    } catch {
-      // The queue rejects entries of a disconnected handler; nothing to do.
-    }
+PGLiteSocketHandler.prototype.detach = function (close) {
+  if (!this.detaching) {
+    this.detaching = (async () => {
+      if (this.socket && this.queryQueue) {
+        try {
+          await this.queryQueue.enqueue(this.id, SYNC, () => {})
+        } catch {
+          // The queue rejects entries of a disconnected handler; nothing to do.
+        }
+      }
+      return detach.call(this, close)
+    })()
   }
-  return detach.call(this, close)
+  return this.detaching
 }
 
+// ROLLBACK ends the transaction a departed connection left open. It is a
+// Sync and a simple query in one queue entry: the Sync first, for a backend
+// ignoring messages after an error in an extended-protocol batch.
+function rollbackMessage() {
+  const sql = Buffer.from('ROLLBACK\0')
+  const q = Buffer.alloc(5 + sql.length)
+  q[0] = 0x51 // 'Q'
+  q.writeInt32BE(4 + sql.length, 1)
+  sql.copy(q, 5)
+  return new Uint8Array(Buffer.concat([Buffer.from(SYNC), q]))
+}
+const ROLLBACK = rollbackMessage()
+
 // patchQueue replaces pglite-socket 0.2.17's query queue loop, which has
-// two faults that wedge or corrupt a database shared by several connections:
+// three faults that wedge or corrupt a database shared by several
+// connections:
 //   - outside an explicit transaction it serves messages from any connection
 //     in arrival order, so one connection's Parse/Bind/Execute sequence can be
 //     interleaved with another's (both use the unnamed statement: a Bind then
 //     runs the other connection's statement with this one's parameters);
 //   - when a message throws it returns with `processing` still set, and the
-//     queue never runs again.
+//     queue never runs again;
+//   - it takes the connection it served last for the owner of the open
+//     transaction, and learns which that is only once a message's whole
+//     promise chain has run. A connection that leaves just after being
+//     served (a pool closing it, a process killed) while another's BEGIN is
+//     executing was then taken for the owner: the library rolled back the
+//     other's transaction, whose later statements ran outside any
+//     transaction, each committed on its own, and messages of every
+//     connection were served inside the next one's.
 // Here one connection's extended-protocol sequence is served whole, up to
-// its Sync, and an explicit transaction keeps its connection exclusive, as
-// before. A failed message is rejected and the loop goes on.
+// its Sync; the transaction's owner is recorded the moment a message has
+// run (a message runs synchronously inside execProtocolRawStream), and an
+// explicit transaction keeps its owner exclusive. A departed connection's
+// transaction is rolled back through the queue, in its turn, only if it
+// owns it. A failed message is rejected and the loop goes on.
 const MSG_SYNC = 0x53 // 'S'
 const MSG_QUERY = 0x51 // 'Q'
 const EXTENDED = new Set([0x50, 0x42, 0x44, 0x45, 0x43, 0x48]) // P B D E C H
 
 function patchQueue(q) {
   q.sequenceOwner = null
+  q.txOwner = null // the handler whose explicit transaction is open
   q.processQueue = async function () {
     if (this.processing || this.queue.length === 0) return
     this.processing = true
     try {
       while (this.queue.length > 0) {
         let owner = this.sequenceOwner
-        if (owner === null && this.db.isInTransaction() && this.lastHandlerId) {
-          owner = this.lastHandlerId
+        if (owner === null && this.txOwner !== null && this.db.isInTransaction()) {
+          owner = this.txOwner
         }
         const idx =
           owner === null
@@ -105,14 +137,18 @@ function patchQueue(q) {
         const type = item.message[0]
         let bytes = 0
         try {
-          await this.db.runExclusive(() =>
-            this.db.execProtocolRawStream(item.message, {
+          await this.db.runExclusive(() => {
+            const done = this.db.execProtocolRawStream(item.message, {
               onRawData: (d) => {
                 bytes += d.length
                 item.onData(d)
               },
-            }),
-          )
+            })
+            // The message has run; what follows (a file system sync) is
+            // asynchronous, and other handlers' cleanup may run meanwhile.
+            this.txOwner = this.db.isInTransaction() ? item.handlerId : null
+            return done
+          })
         } catch (err) {
           this.sequenceOwner = null
           item.reject(err)
@@ -128,6 +164,16 @@ function patchQueue(q) {
       }
     } finally {
       this.processing = false
+    }
+  }
+  // The library's version rolls back whatever transaction is open if the
+  // departing handler was the last one served: see above.
+  q.clearTransactionIfNeeded = async function (id) {
+    if (this.txOwner !== id || !this.db.isInTransaction()) return
+    try {
+      await this.enqueue(id, ROLLBACK, () => {})
+    } catch {
+      // Rejected: the server is stopping.
     }
   }
   // A connection that goes away mid-sequence must not keep the others out.

@@ -21,8 +21,13 @@ import (
 // committed together) or refusing it (lab.rejected); a cancellation by
 // asking the job to stop. Results are sent after commit.
 func (l *Lab) Handle(ctx context.Context, d *bus.Delivery) error {
-	if keep, err := kept(d); err != nil || !keep {
-		return err // feedback and uses the lab has no use for cost no transaction
+	if isRowEvent(d) {
+		return l.applyRows(ctx, []*bus.Delivery{d})[0]
+	}
+	if d.Event.Type() == typeIndexerRejected {
+		if keep, err := keptRejection(d); err != nil || !keep {
+			return err // a tool's rejection costs no transaction
+		}
 	}
 	tx, err := l.pool.Begin(ctx)
 	if err != nil {
@@ -34,12 +39,12 @@ func (l *Lab) Handle(ctx context.Context, d *bus.Delivery) error {
 		return database.Classify(err)
 	}
 	if !claimed.Fresh[0] {
-		if claimed.Moved[0] == 0 || d.Event.Type() != typePromptIndexed {
-			return nil // applied before; only labels depend on the place
+		if claimed.Moved[0] == 0 || (d.Event.Type() != typePromptIndexed && d.Event.Type() != typeIndexerRejected) {
+			return nil // applied before; only the indexer's results depend on the place
 		}
 		// A republished copy was applied first, at a later sequence: the
-		// labels count at this, the original's, place.
-		if err := moveIndexed(ctx, tx, d.Tenant, d.Event.ID(), d.StreamSeq); err != nil {
+		// result (and its labels) count at this, the original's, place.
+		if err := moveResult(ctx, tx, d.Tenant, d.Event.ID(), d.StreamSeq); err != nil {
 			return database.Classify(err)
 		}
 		return database.Classify(tx.Commit(ctx))
@@ -52,14 +57,16 @@ func (l *Lab) Handle(ctx context.Context, d *bus.Delivery) error {
 		err = applyCreated(ctx, tx, d)
 	case typePromptIndexed:
 		err = applyIndexed(ctx, tx, d)
-	case typeFeedback:
-		err = applyFeedback(ctx, tx, d)
-	case typePromptUsed:
-		err = applyUsed(ctx, tx, d)
+	case typeIndexerRejected:
+		err = applyRejected(ctx, tx, d)
 	case TypeRequested:
-		results, wake, err = l.accept(ctx, tx, d, withheld)
+		if !l.answered(d) {
+			results, wake, err = l.accept(ctx, tx, d, withheld)
+		}
 	case TypeCancelled:
-		results, wake, err = l.cancel(ctx, tx, d)
+		if !l.answered(d) {
+			results, wake, err = l.cancel(ctx, tx, d)
+		}
 	default:
 		err = bus.Permanentf("lab: unexpected event type %s", d.Event.Type())
 	}
@@ -93,10 +100,30 @@ func (l *Lab) Handle(ctx context.Context, d *bus.Delivery) error {
 	if wake {
 		l.worker.Wake()
 	}
-	if d.Event.Type() == typePromptIndexed {
+	if d.Event.Type() == typePromptIndexed || d.Event.Type() == typeIndexerRejected {
 		l.indexed.broadcast() // a run from feedback may be waiting for its candidates
 	}
 	return nil
+}
+
+// answered reports, in a rebuild, whether the stream holds the lab's
+// answer to command d: experiment.started or lab.rejected. Commands decided
+// before migration 00027 have no lab_commands row, and the database keeps
+// no other trace of a refusal (its result left the outbox once published,
+// and the inbox row does not say what the event was), so Reset cannot keep
+// their inbox rows; the answer on the stream says they were decided. A
+// cancellation accepted then has no answer of its own and is decided again
+// (a cancelled job's is refused as finished).
+func (l *Lab) answered(d *bus.Delivery) bool {
+	if l.published == nil {
+		return false
+	}
+	for _, typ := range []string{TypeStarted, TypeRejected} {
+		if l.published(bus.DeriveID(l.opts.Consumer, d.Tenant, typ, "event:"+d.Event.ID())) {
+			return true
+		}
+	}
+	return false
 }
 
 // experimentIDRE is the shape of an experiment id in every schema.

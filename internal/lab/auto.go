@@ -311,7 +311,7 @@ func versionSource(ctx context.Context, q querier, tenant, promptID string, vers
 		SELECT s.type, s.name, s.description, s.tags FROM lab_prompt_versions v
 		JOIN lab_prompt_sources s ON s.tenant_id = v.tenant_id AND s.event_id = v.source_event_id AND s.prompt_id = v.prompt_id
 		WHERE v.tenant_id = $1 AND v.prompt_id = $2 AND v.version = $3
-		ORDER BY s.event_id LIMIT 1`, tenant, promptID, version).Scan(&typ, &name, &desc, &tags)
+		ORDER BY NOT v.created, s.event_id LIMIT 1`, tenant, promptID, version).Scan(&typ, &name, &desc, &tags)
 	if err != nil && err != pgx.ErrNoRows {
 		return Source{}, fmt.Errorf("prompt %s version %d: %w", promptID, version, err)
 	}

@@ -49,8 +49,11 @@
 //
 // Prompt versions come from the lab's own read model, kept from
 // prompt.created (the content, the response schema and tools of its
-// metadata) and prompt.indexed (the version it became and its labels, at
-// its stream sequence). Replay never re-runs an experiment: a request the
+// metadata) and the indexer's results, prompt.indexed and indexer.rejected
+// (the version it became, or none, and its labels, at its stream
+// sequence; the newest result of a create is what it did). The feedback
+// read model's events (feedback.submitted, prompt.used) are applied a
+// batch at a time. Replay never re-runs an experiment: a request the
 // lab accepted before finds its job and does nothing, and a rebuild
 // (RebuildTarget) restores the read model only, keeping the experiments
 // and the commands the lab decided.

@@ -16,11 +16,12 @@ import (
 // The lab's read model of negative feedback, for runs from feedback.
 // feedback.submitted on a prompt is kept when it is negative (thumbs down
 // or a rating under 0.5); prompt.used is kept when it names a run, so that
-// feedback naming only its run finds the query and the response; the
-// content hashes of prompt.indexed resolve events that name a version by
-// its hash. Every row is one event (applying it again changes nothing) and
-// the joins are made when the feedback is read, so the events may arrive
-// in any order.
+// feedback naming only its run finds the query and the response, for
+// AGENTQ_LAB_FEEDBACK_RETENTION (see applyRows); the content hashes the
+// prompt read model keeps with each version (from prompt.indexed) resolve
+// events that name a version by its hash. Every row is one event (applying
+// it again changes nothing) and the joins are made when the feedback is
+// read, so the events may arrive in any order.
 
 // negativeRating is the rating under which feedback is negative.
 const negativeRating = 0.5
@@ -68,15 +69,12 @@ func kept(d *bus.Delivery) (bool, error) {
 	return true, nil
 }
 
-// applyFeedback keeps a negative feedback.submitted on a prompt; other
-// feedback is not the lab's concern.
-func applyFeedback(ctx context.Context, q querier, d *bus.Delivery) error {
+// feedbackRow is the statement keeping a negative feedback.submitted on a
+// prompt (kept has said it is one).
+func feedbackRow(d *bus.Delivery) (func(*pgx.Batch), error) {
 	var f feedbackIn
 	if err := json.Unmarshal(d.Event.Data(), &f); err != nil {
-		return bus.Permanentf("feedback.submitted data: %v", err)
-	}
-	if f.Target != "prompt" || !f.negative() {
-		return nil
+		return nil, bus.Permanentf("feedback.submitted data: %v", err)
 	}
 	at := d.Event.Time()
 	if at.IsZero() {
@@ -86,17 +84,15 @@ func applyFeedback(ctx context.Context, q querier, d *bus.Delivery) error {
 	if f.Thumbs != "" {
 		thumbs = f.Thumbs
 	}
-	_, err := q.Exec(ctx, `
-		INSERT INTO lab_feedback (tenant_id, event_id, prompt_id, version, prompt_hash, run_id, thumbs, rating,
-			comment, query, response, submitted_at)
-		VALUES ($1, $2, nullif($3, ''), $4, nullif($5, ''), nullif($6, ''), $7, $8, nullif($9, ''), nullif($10, ''), nullif($11, ''), $12)
-		ON CONFLICT DO NOTHING`,
-		d.Tenant, d.Event.ID(), f.PromptID, f.Version, f.PromptHash, f.RunID, thumbs, f.Rating,
-		cutText(f.Comment), cutText(f.Query), cutText(f.Response), at.UTC())
-	if err != nil {
-		return fmt.Errorf("store feedback.submitted: %w", err)
-	}
-	return nil
+	args := []any{d.Tenant, d.Event.ID(), f.PromptID, f.Version, f.PromptHash, f.RunID, thumbs, f.Rating,
+		cutText(f.Comment), cutText(f.Query), cutText(f.Response), at.UTC()}
+	return func(b *pgx.Batch) {
+		b.Queue(`
+			INSERT INTO lab_feedback (tenant_id, event_id, prompt_id, version, prompt_hash, run_id, thumbs, rating,
+				comment, query, response, submitted_at)
+			VALUES ($1, $2, nullif($3, ''), $4, nullif($5, ''), nullif($6, ''), $7, $8, nullif($9, ''), nullif($10, ''), nullif($11, ''), $12)
+			ON CONFLICT DO NOTHING`, args...)
+	}, nil
 }
 
 // promptUsed is the part of prompt.used the lab keeps.
@@ -110,39 +106,30 @@ type promptUsed struct {
 	Output     string `json:"output"`
 }
 
-// applyUsed keeps a prompt.used that names its run.
-func applyUsed(ctx context.Context, q querier, d *bus.Delivery) error {
+// usedRow is the statement keeping a prompt.used that names its run (kept
+// has said it does), at its time; nil for one already older than the
+// retention (0: kept forever) at now, which a prune would delete: a replay
+// of old events does not bring back what was pruned.
+func usedRow(d *bus.Delivery, now time.Time, retention time.Duration) (func(*pgx.Batch), error) {
 	var u promptUsed
 	if err := json.Unmarshal(d.Event.Data(), &u); err != nil {
-		return bus.Permanentf("prompt.used data: %v", err)
+		return nil, bus.Permanentf("prompt.used data: %v", err)
 	}
-	if u.RunID == "" || (u.Input == "" && u.Output == "") {
-		return nil // nothing feedback could take from it
+	at := d.Event.Time()
+	if at.IsZero() {
+		at = d.Time
 	}
-	_, err := q.Exec(ctx, `
-		INSERT INTO lab_prompt_uses (tenant_id, event_id, run_id, prompt_id, version, prompt_hash, step_idx, stream_seq, input, output)
-		VALUES ($1, $2, $3, nullif($4, ''), $5, nullif($6, ''), $7, $8, nullif($9, ''), nullif($10, ''))
-		ON CONFLICT DO NOTHING`,
-		d.Tenant, d.Event.ID(), u.RunID, u.PromptID, u.Version, u.PromptHash, u.StepIdx, int64(d.StreamSeq),
-		cutText(u.Input), cutText(u.Output))
-	if err != nil {
-		return fmt.Errorf("store prompt.used: %w", err)
+	if retention > 0 && at.Before(now.Add(-retention)) {
+		return nil, nil
 	}
-	return nil
-}
-
-// storeHash records which version a content hash names.
-func storeHash(ctx context.Context, q querier, tenant string, p promptIndexed) error {
-	if p.ContentHash == "" {
-		return nil
-	}
-	_, err := q.Exec(ctx, `
-		INSERT INTO lab_prompt_hashes (tenant_id, content_hash, prompt_id, version) VALUES ($1, $2, $3, $4)
-		ON CONFLICT DO NOTHING`, tenant, p.ContentHash, p.PromptID, p.Version)
-	if err != nil {
-		return fmt.Errorf("store prompt hash: %w", err)
-	}
-	return nil
+	args := []any{d.Tenant, d.Event.ID(), u.RunID, u.PromptID, u.Version, u.PromptHash, u.StepIdx, int64(d.StreamSeq),
+		cutText(u.Input), cutText(u.Output), at.UTC()}
+	return func(b *pgx.Batch) {
+		b.Queue(`
+			INSERT INTO lab_prompt_uses (tenant_id, event_id, run_id, prompt_id, version, prompt_hash, step_idx, stream_seq, input, output, used_at)
+			VALUES ($1, $2, $3, nullif($4, ''), $5, nullif($6, ''), $7, $8, nullif($9, ''), nullif($10, ''), $11)
+			ON CONFLICT DO NOTHING`, args...)
+	}, nil
 }
 
 func cutText(s string) string { return cutTo(s, maxFeedbackText) }
@@ -187,7 +174,7 @@ func negatives(ctx context.Context, q querier, tenant, promptID string, w feedba
 			coalesce(f.thumbs, ''), f.rating, f.submitted_at
 		FROM lab_feedback f
 		LEFT JOIN LATERAL (
-			SELECT h.version FROM lab_prompt_hashes h
+			SELECT h.version FROM lab_prompt_versions h
 			WHERE h.tenant_id = f.tenant_id AND h.content_hash = f.prompt_hash AND h.prompt_id = $2
 			ORDER BY h.version LIMIT 1
 		) h ON f.prompt_id IS NULL
@@ -195,7 +182,7 @@ func negatives(ctx context.Context, q querier, tenant, promptID string, w feedba
 			SELECT u.input, u.output FROM lab_prompt_uses u
 			WHERE u.tenant_id = f.tenant_id AND u.run_id = f.run_id
 			  AND (u.prompt_id = $2 OR (u.prompt_id IS NULL AND EXISTS (
-				SELECT 1 FROM lab_prompt_hashes uh
+				SELECT 1 FROM lab_prompt_versions uh
 				WHERE uh.tenant_id = u.tenant_id AND uh.content_hash = u.prompt_hash AND uh.prompt_id = $2)))
 			ORDER BY u.step_idx DESC NULLS LAST, u.stream_seq DESC LIMIT 1
 		) u ON f.run_id IS NOT NULL

@@ -33,16 +33,18 @@ var (
 	TypeFailed    = bus.Type("experiment", "failed")
 	TypeRejected  = bus.Type("lab", "rejected")
 
-	typePromptCreated = bus.Type("prompt", "created")
-	typePromptIndexed = bus.Type("prompt", "indexed")
-	typeFeedback      = bus.Type("feedback", "submitted")
-	typePromptUsed    = bus.Type("prompt", "used")
+	typePromptCreated   = bus.Type("prompt", "created")
+	typePromptIndexed   = bus.Type("prompt", "indexed")
+	typePromptActivated = bus.Type("prompt", "activated")
+	typeIndexerRejected = bus.Type("indexer", "rejected")
+	typeFeedback        = bus.Type("feedback", "submitted")
+	typePromptUsed      = bus.Type("prompt", "used")
 )
 
 // Subjects are the lab's filter subjects: its commands, and the prompt and
-// feedback events of its read models.
+// feedback events of its read models (the indexer's results among them).
 var Subjects = []string{"experiment.requested.*", "experiment.cancelled.*", "prompt.created.*", "prompt.indexed.*",
-	"feedback.submitted.*", "prompt.used.*"}
+	"indexer.rejected.*", "feedback.submitted.*", "prompt.used.*"}
 
 // ResultSubjects are the subjects of the lab's results.
 var ResultSubjects = []string{"experiment.started.*", "experiment.completed.*", "experiment.failed.*", "lab.rejected.*"}
@@ -120,6 +122,11 @@ type Lab struct {
 	// rebuild marks the lab of a rebuild (RebuildTarget): it decides a
 	// request at its place in the history, never deferring it.
 	rebuild bool
+	// prune times the deletion of prompt.used rows past the retention.
+	prune pruner
+	// published, in a rebuild, reports whether a result id was on the
+	// stream when it began (see answered).
+	published func(id string) bool
 }
 
 // New returns a lab over pool publishing through out. Run its Worker and
@@ -189,7 +196,7 @@ func NewConsumer(opts Options) app.Consumer {
 			d.Log.Info().Str("consumer", o.Consumer).Str("model", o.Model).Int("concurrency", o.Lab.Concurrency).
 				Int("max_running", o.Lab.MaxRunning).Dur("timeout", o.Lab.Timeout).Msg("lab ready")
 		}
-		r, err := bus.NewRunner(d.JS, d.Schemas, bus.Each(l.Handle), d.Config.Runner(o.Consumer, Subjects...), d.Log, d.Metrics)
+		r, err := bus.NewRunner(d.JS, d.Schemas, l.HandleBatch, d.Config.Runner(o.Consumer, Subjects...), d.Log, d.Metrics)
 		if err != nil {
 			return err
 		}

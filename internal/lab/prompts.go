@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -22,10 +23,18 @@ type querier interface {
 
 // The lab's read model of prompt versions (DESIGN.md §10: a consumer
 // keeps its own, from the stream, rather than reading another's tables).
-// prompt.created gives the content; prompt.indexed, published by the
-// indexer with the created event as its cause, gives the version it was
-// stored as and the labels on it. The two are joined by that event id, so
-// they may arrive in either order, and again.
+// prompt.created gives the content; the indexer's result for it, with the
+// created event as its cause, gives the version it was stored as and the
+// labels on it. The two are joined by that event id, so they may arrive in
+// either order, and again.
+//
+// The indexer may revise a result (an event arriving late decides the
+// events after it again, in stream order): the newest result of a cause,
+// by stream sequence, is what its event did. Every result is kept
+// (lab_prompt_results) and the version a create is (lab_prompt_versions)
+// follows the newest of its cause: a create revised to another version
+// moves there, one revised to indexer.rejected is no version at all, and
+// the labels a superseded result reported no longer count.
 
 // promptCreated is the part of prompt.created the lab keeps.
 type promptCreated struct {
@@ -46,6 +55,23 @@ type promptIndexed struct {
 	Version     int      `json:"version"`
 	ContentHash string   `json:"content_hash"`
 	Labels      []string `json:"labels"`
+	Outcome     string   `json:"outcome"` // created (or absent) or unchanged
+}
+
+// indexerRejected is the part of indexer.rejected the lab keeps.
+type indexerRejected struct {
+	EventType string `json:"event_type"`
+	EventID   string `json:"event_id"`
+}
+
+// keptRejection reports whether an indexer.rejected is about the prompt
+// library: a tool's is no concern of the lab.
+func keptRejection(d *bus.Delivery) (bool, error) {
+	var r indexerRejected
+	if err := json.Unmarshal(d.Event.Data(), &r); err != nil {
+		return false, bus.Permanentf("indexer.rejected data: %v", err)
+	}
+	return r.EventType == typePromptCreated || r.EventType == typePromptActivated, nil
 }
 
 // applyCreated stores a prompt.created's content under its event id.
@@ -88,26 +114,26 @@ func applyCreated(ctx context.Context, q querier, d *bus.Delivery) error {
 	return nil
 }
 
-// applyIndexed records the version a prompt.created became and the labels
-// a prompt.indexed reports, at its stream sequence. A label belongs to the
-// version of the latest prompt.indexed (by stream sequence) that reports
-// it.
+// applyIndexed records a prompt.indexed, at its stream sequence: the
+// version its cause (a prompt.created, or a prompt.activated: no content,
+// the join finds nothing, harmlessly) became, and the labels it reports. A
+// label belongs to the version of the latest prompt.indexed (by stream
+// sequence) that reports it, unless a later result of the same cause
+// superseded that one.
 func applyIndexed(ctx context.Context, q querier, d *bus.Delivery) error {
 	var p promptIndexed
 	if err := json.Unmarshal(d.Event.Data(), &p); err != nil {
 		return bus.Permanentf("prompt.indexed data: %v", err)
 	}
-	if err := storeHash(ctx, q, d.Tenant, p); err != nil {
-		return err
-	}
-	cause, _ := d.Event.Extensions()[bus.ExtCausation].(string)
-	if cause != "" {
-		// The cause is a prompt.created (its content) or a prompt.activated
-		// (no content: the join finds nothing, harmlessly).
+	if cause := bus.Causation(d.Event); cause != "" {
 		if _, err := q.Exec(ctx, `
-			INSERT INTO lab_prompt_versions (tenant_id, prompt_id, version, source_event_id)
-			VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, d.Tenant, p.PromptID, p.Version, cause); err != nil {
+			INSERT INTO lab_prompt_results (tenant_id, event_id, cause_id, prompt_id, version, created, content_hash, stream_seq)
+			VALUES ($1, $2, $3, $4, $5, $6, nullif($7, ''), $8) ON CONFLICT DO NOTHING`,
+			d.Tenant, d.Event.ID(), cause, p.PromptID, p.Version, p.Outcome != "unchanged", p.ContentHash, int64(d.StreamSeq)); err != nil {
 			return fmt.Errorf("store prompt.indexed: %w", err)
+		}
+		if err := followCause(ctx, q, d.Tenant, cause); err != nil {
+			return err
 		}
 	}
 	for _, label := range p.Labels {
@@ -121,16 +147,76 @@ func applyIndexed(ctx context.Context, q querier, d *bus.Delivery) error {
 	return nil
 }
 
-// moveIndexed moves the labels of prompt.indexed eventID to stream
-// sequence seq: a republished copy of it was applied first, at a later
-// sequence, and the original counts at its own place.
-func moveIndexed(ctx context.Context, q querier, tenant, eventID string, seq uint64) error {
+// applyRejected records an indexer.rejected of a prompt event: its cause
+// is no version (until a newer result says otherwise).
+func applyRejected(ctx context.Context, q querier, d *bus.Delivery) error {
+	var r indexerRejected
+	if err := json.Unmarshal(d.Event.Data(), &r); err != nil {
+		return bus.Permanentf("indexer.rejected data: %v", err)
+	}
+	cause := bus.Causation(d.Event)
+	if cause == "" {
+		cause = r.EventID
+	}
+	if _, err := q.Exec(ctx, `
+		INSERT INTO lab_prompt_results (tenant_id, event_id, cause_id, stream_seq)
+		VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, d.Tenant, d.Event.ID(), cause, int64(d.StreamSeq)); err != nil {
+		return fmt.Errorf("store indexer.rejected: %w", err)
+	}
+	return followCause(ctx, q, d.Tenant, cause)
+}
+
+// followCause makes the version a cause is the one its newest result
+// names, or none. Copies applying two results of one cause at once take
+// turns (a transaction-scoped lock on the cause), so the second sees the
+// first's row.
+func followCause(ctx context.Context, q querier, tenant, cause string) error {
+	if _, err := q.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('lab-cause/' || $1 || '/' || $2, 0))`,
+		tenant, cause); err != nil {
+		return fmt.Errorf("lock %s: %w", cause, err)
+	}
+	if _, err := q.Exec(ctx, `DELETE FROM lab_prompt_versions WHERE tenant_id = $1 AND source_event_id = $2`, tenant, cause); err != nil {
+		return fmt.Errorf("version of %s: %w", cause, err)
+	}
+	if _, err := q.Exec(ctx, `
+		INSERT INTO lab_prompt_versions (tenant_id, prompt_id, version, source_event_id, created, content_hash)
+		SELECT tenant_id, prompt_id, version, cause_id, created, content_hash FROM (
+			SELECT * FROM lab_prompt_results WHERE tenant_id = $1 AND cause_id = $2
+			ORDER BY stream_seq DESC, event_id DESC LIMIT 1) newest
+		WHERE version IS NOT NULL
+		ON CONFLICT DO NOTHING`, tenant, cause); err != nil {
+		return fmt.Errorf("version of %s: %w", cause, err)
+	}
+	return nil
+}
+
+// moveResult moves the indexer's result eventID (its labels too) to
+// stream sequence seq: a republished copy of it was applied first, at a
+// later sequence, and the original counts at its own place.
+func moveResult(ctx context.Context, q querier, tenant, eventID string, seq uint64) error {
 	if _, err := q.Exec(ctx, `UPDATE lab_prompt_label_sets SET stream_seq = $3 WHERE tenant_id = $1 AND event_id = $2`,
 		tenant, eventID, int64(seq)); err != nil {
 		return fmt.Errorf("move prompt.indexed labels: %w", err)
 	}
-	return nil
+	var cause string
+	err := q.QueryRow(ctx, `UPDATE lab_prompt_results SET stream_seq = $3 WHERE tenant_id = $1 AND event_id = $2 RETURNING cause_id`,
+		tenant, eventID, int64(seq)).Scan(&cause)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // stored before results were kept
+	}
+	if err != nil {
+		return fmt.Errorf("move indexer result: %w", err)
+	}
+	return followCause(ctx, q, tenant, cause)
 }
+
+// currentLabels is the condition on lab_prompt_label_sets l that its row
+// still counts: no later result of the same cause superseded the one that
+// reported it.
+const currentLabels = `NOT EXISTS (
+	SELECT 1 FROM lab_prompt_results r JOIN lab_prompt_results n
+	  ON n.tenant_id = r.tenant_id AND n.cause_id = r.cause_id AND (n.stream_seq, n.event_id) > (r.stream_seq, r.event_id)
+	WHERE r.tenant_id = l.tenant_id AND r.event_id = l.event_id)`
 
 // promptVersions lists the versions of a prompt whose content the lab
 // has, ascending, and the version labelled production (0: none known).
@@ -147,8 +233,9 @@ func promptVersions(ctx context.Context, q querier, tenant, promptID string) ([]
 		return nil, 0, fmt.Errorf("prompt versions: %w", err)
 	}
 	var production int
-	err = q.QueryRow(ctx, `SELECT version FROM lab_prompt_label_sets WHERE tenant_id = $1 AND prompt_id = $2 AND label = 'production'
-		ORDER BY stream_seq DESC, event_id DESC LIMIT 1`, tenant, promptID).Scan(&production)
+	err = q.QueryRow(ctx, `SELECT l.version FROM lab_prompt_label_sets l
+		WHERE l.tenant_id = $1 AND l.prompt_id = $2 AND l.label = 'production' AND `+currentLabels+`
+		ORDER BY l.stream_seq DESC, l.event_id DESC LIMIT 1`, tenant, promptID).Scan(&production)
 	if err != nil && err != pgx.ErrNoRows {
 		return nil, 0, fmt.Errorf("prompt labels: %w", err)
 	}
@@ -158,14 +245,16 @@ func promptVersions(ctx context.Context, q querier, tenant, promptID string) ([]
 	return versions, production, nil
 }
 
-// versionContents reads the content of versions, in the order given.
+// versionContents reads the content of versions, in the order given: of
+// the create that made each (not one answered unchanged, whose metadata
+// the version does not have).
 func versionContents(ctx context.Context, q querier, tenant, promptID string, versions []int) ([]VersionSpec, error) {
 	rows, err := q.Query(ctx, `
 		SELECT DISTINCT ON (v.version) v.version, s.content, s.parameters, s.response_schema, s.tools
 		FROM lab_prompt_versions v
 		JOIN lab_prompt_sources s ON s.tenant_id = v.tenant_id AND s.event_id = v.source_event_id AND s.prompt_id = v.prompt_id
 		WHERE v.tenant_id = $1 AND v.prompt_id = $2 AND v.version = ANY($3)
-		ORDER BY v.version, s.event_id`, tenant, promptID, versions)
+		ORDER BY v.version, NOT v.created, s.event_id`, tenant, promptID, versions)
 	if err != nil {
 		return nil, fmt.Errorf("prompt contents: %w", err)
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
-	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/replay"
 )
@@ -37,14 +36,14 @@ func RebuildTarget(pool *pgxpool.Pool, opts Options, log zerolog.Logger) (replay
 	if err != nil {
 		return replay.Target{}, err
 	}
-	l.rebuild = true
+	l.rebuild, l.published = true, results.Published
 	return replay.Target{
 		Consumer: opts.Consumer,
 		Subjects: Subjects,
 		Reset: func(ctx context.Context, tx pgx.Tx, tenant string) error {
 			return Reset(ctx, tx, opts.Consumer, tenant)
 		},
-		Handler: bus.Each(l.Handle),
+		Handler: l.HandleBatch,
 		Results: results,
 	}, nil
 }
@@ -53,7 +52,7 @@ func RebuildTarget(pool *pgxpool.Pool, opts Options, log zerolog.Logger) (replay
 // inbox rows of the events it came from, inside tx; experiments and the
 // decided commands' inbox rows stay.
 func Reset(ctx context.Context, tx pgx.Tx, consumer, tenant string) error {
-	for _, table := range []string{"lab_prompt_sources", "lab_prompt_versions", "lab_prompt_label_sets"} {
+	for _, table := range []string{"lab_prompt_sources", "lab_prompt_results", "lab_prompt_versions", "lab_prompt_label_sets"} {
 		if _, err := tx.Exec(ctx, `DELETE FROM `+table+` WHERE $1 = '' OR tenant_id = $1`, tenant); err != nil {
 			return fmt.Errorf("reset %s: %w", table, err)
 		}

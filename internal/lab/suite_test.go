@@ -32,7 +32,8 @@ var (
 
 // TestLabConformance runs the suite every consumer passes against the lab.
 // Its workload is what the lab consumes: prompt versions (prompt.created
-// and the indexer's prompt.indexed, labels moving), requests naming
+// and the indexer's prompt.indexed, labels moving; creates revised to
+// another version or to indexer.rejected, creates answered unchanged), requests naming
 // versions indexed before them (with explicit baselines: the decision
 // depends only on what is known), requests over a limit or invalid, and
 // cancellations of unknown experiments. Accepted experiments are small
@@ -40,7 +41,8 @@ var (
 // model server of each copy's own.
 //
 // The state is the read model (versions with content and tools, labels by
-// stream order) and the experiments; the reference computes the read model
+// stream order, each cause's newest result superseding its earlier ones)
+// and the experiments; the reference computes the read model
 // from the history and follows the lab's decisions on requests (accepted
 // or not: a version still on its way through another copy's batch may
 // defer, then refuse, a request), as the indexer's follows its own. The
@@ -117,25 +119,49 @@ func labWorkload(t *testing.T, tenant string, n int, seed uint64) []event.Event 
 		}
 		return out
 	}
-	latest := map[string]int{} // prompt -> its latest version indexed so far
+	latest := map[string]int{}             // prompt -> its latest version indexed so far
+	lastCreate := map[string]event.Event{} // prompt -> the create its latest version is, if one of the workload's
 	labels := []string{"production", "staging"}
+	content := func(p string, v int) string {
+		return fmt.Sprintf("Version %d of %s: answer in %d sentences.", v, p, 1+rng.IntN(3))
+	}
+	create := func(p string, v int, text string) event.Event {
+		data := map[string]any{"id": p, "type": "system", "name": "Prompt " + p, "version": v, "content": text}
+		if rng.IntN(5) == 0 {
+			data["metadata"] = map[string]any{"tools": []any{toolDef(fmt.Sprintf("tool_%d", rng.IntN(3)))}}
+		}
+		return add(newEvent(typeCreated, data))
+	}
 	for len(evs) < n {
 		p := fmt.Sprintf("p%d", rng.IntN(4))
 		switch k := rng.IntN(100); {
-		case k < 55 && len(evs)+2 <= n: // a new version
+		case k < 52 && len(evs)+2 <= n: // a new version
 			v := latest[p] + 1
-			data := map[string]any{"id": p, "type": "system", "name": "Prompt " + p, "version": v,
-				"content": fmt.Sprintf("Version %d of %s: answer in %d sentences.", v, p, 1+rng.IntN(3))}
-			if rng.IntN(5) == 0 {
-				data["metadata"] = map[string]any{"tools": []any{toolDef(fmt.Sprintf("tool_%d", rng.IntN(3)))}}
-			}
-			created := add(newEvent(typeCreated, data))
+			created := create(p, v, content(p, v))
 			ix := map[string]any{"prompt_id": p, "version": v, "content_hash": fmt.Sprintf("h-%s-%d", p, v), "outcome": "created"}
 			if rng.IntN(4) == 0 {
 				ix["labels"] = []string{labels[rng.IntN(2)]}
 			}
 			indexed(created, ix)
-			latest[p] = v
+			latest[p], lastCreate[p] = v, created
+		case k < 54 && lastCreate[p].ID() != "" && len(evs)+3 <= n: // a create arrives late and takes the latest version: it moves up
+			v := latest[p]
+			late := create(p, v, content(p, v))
+			indexed(late, map[string]any{"prompt_id": p, "version": v, "content_hash": fmt.Sprintf("h-%s-%d-late", p, v), "outcome": "created"})
+			indexed(lastCreate[p], map[string]any{"prompt_id": p, "version": v + 1, "content_hash": fmt.Sprintf("h-%s-%d", p, v+1),
+				"outcome": "created", "revised": true})
+			latest[p] = v + 1
+		case k < 55 && lastCreate[p].ID() != "": // the latest version's create is rejected after all
+			cause := lastCreate[p]
+			ev, err := bus.NewResult("indexer", bus.Type("indexer", "rejected"), cause, map[string]any{"reason_code": "version_conflict",
+				"reason": "the version is taken", "event_type": typeCreated, "event_id": cause.ID(), "revised": true})
+			require.NoError(t, err)
+			add(ev)
+			latest[p], lastCreate[p] = latest[p]-1, event.Event{}
+		case k < 57 && latest[p] > 0 && len(evs)+2 <= n: // the same content again: unchanged
+			v := latest[p]
+			again := create(p, v, "unchanged content") // the version's content is not this create's
+			indexed(again, map[string]any{"prompt_id": p, "version": v, "content_hash": fmt.Sprintf("h-%s-%d", p, v), "outcome": "unchanged"})
 		case k < 70 && latest[p] > 0: // a label moves, as an activation's result says
 			cause := event.New()
 			cause.SetID(fmt.Sprintf("act-%d-%d", seed, len(evs)))
@@ -199,7 +225,7 @@ func labState(t *testing.T, pool *pgxpool.Pool, tenant string) any {
 		SELECT DISTINCT ON (v.prompt_id, v.version) v.prompt_id, v.version, s.content, coalesce(s.tools::text, '')
 		FROM lab_prompt_versions v
 		JOIN lab_prompt_sources s ON s.tenant_id = v.tenant_id AND s.event_id = v.source_event_id AND s.prompt_id = v.prompt_id
-		WHERE v.tenant_id = $1 ORDER BY v.prompt_id, v.version, s.event_id`, tenant)
+		WHERE v.tenant_id = $1 ORDER BY v.prompt_id, v.version, NOT v.created, s.event_id`, tenant)
 	require.NoError(t, err)
 	s.Versions, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (labVersion, error) {
 		var v labVersion
@@ -209,8 +235,12 @@ func labState(t *testing.T, pool *pgxpool.Pool, tenant string) any {
 	})
 	require.NoError(t, err)
 	rows, err = pool.Query(ctx, `
-		SELECT DISTINCT ON (prompt_id, label) prompt_id, label, version FROM lab_prompt_label_sets
-		WHERE tenant_id = $1 ORDER BY prompt_id, label, stream_seq DESC, event_id DESC`, tenant)
+		SELECT DISTINCT ON (prompt_id, label) prompt_id, label, version FROM lab_prompt_label_sets l
+		WHERE tenant_id = $1 AND NOT EXISTS (
+			SELECT 1 FROM lab_prompt_results r JOIN lab_prompt_results n
+			  ON n.tenant_id = r.tenant_id AND n.cause_id = r.cause_id AND (n.stream_seq, n.event_id) > (r.stream_seq, r.event_id)
+			WHERE r.tenant_id = l.tenant_id AND r.event_id = l.event_id)
+		ORDER BY prompt_id, label, stream_seq DESC, event_id DESC`, tenant)
 	require.NoError(t, err)
 	s.Labels, err = pgx.CollectRows(rows, pgx.RowToStructByPos[labLabel])
 	require.NoError(t, err)
@@ -248,15 +278,17 @@ func labReference(ds []*bus.Delivery) any {
 		prompt  string
 		version int
 	}
-	contentOf := map[key]string{} // the content of the lowest source event id
-	toolsOf := map[key]string{}
-	sourceOf := map[key]string{}
-	type pending struct {
-		key   key
-		cause string
+	// The newest result of each cause (stream order: the last) is what its
+	// event did; an earlier one is superseded, its labels with it.
+	type result struct {
+		key     key
+		created bool
+		labels  []string
+		ok      bool // indexed, not rejected
 	}
-	var joins []pending
-	labels := map[[2]string]int{}
+	newest := map[string]result{}
+	var results []result
+	var causes []string
 	exps := map[string]*labExperiment{}
 	for _, d := range ds {
 		switch d.Event.Type() {
@@ -274,12 +306,15 @@ func labReference(ds []*bus.Delivery) any {
 				PromptID string   `json:"prompt_id"`
 				Version  int      `json:"version"`
 				Labels   []string `json:"labels"`
+				Outcome  string   `json:"outcome"`
 			}
 			_ = json.Unmarshal(d.Event.Data(), &ix)
-			joins = append(joins, pending{key{ix.PromptID, ix.Version}, bus.Causation(d.Event)})
-			for _, l := range ix.Labels {
-				labels[[2]string{ix.PromptID, l}] = ix.Version
-			}
+			r := result{key: key{ix.PromptID, ix.Version}, created: ix.Outcome != "unchanged", labels: ix.Labels, ok: true}
+			newest[bus.Causation(d.Event)] = r
+			results, causes = append(results, r), append(causes, bus.Causation(d.Event))
+		case bus.Type("indexer", "rejected"):
+			newest[bus.Causation(d.Event)] = result{}
+			results, causes = append(results, result{}), append(causes, bus.Causation(d.Event))
 		case lab.TypeStarted:
 			var st struct {
 				ID         string `json:"experiment_id"`
@@ -313,19 +348,42 @@ func labReference(ds []*bus.Delivery) any {
 			x.Status, x.Done = "failed", end.Done
 		}
 	}
-	for _, j := range joins {
-		src, ok := sources[j.cause]
-		if !ok || src.prompt != j.key.prompt {
+	// A version's content is that of the create its newest result made it
+	// (created before unchanged), the lowest event id among several.
+	type pick struct {
+		cause   string
+		created bool
+	}
+	picked := map[key]pick{}
+	for cause, r := range newest {
+		src, ok := sources[cause]
+		if !r.ok || !ok || src.prompt != r.key.prompt {
 			continue
 		}
-		if prev, seen := sourceOf[j.key]; seen && prev < j.cause {
+		if prev, seen := picked[r.key]; seen && (prev.created && !r.created || prev.created == r.created && prev.cause < cause) {
 			continue
 		}
-		sourceOf[j.key], contentOf[j.key], toolsOf[j.key] = j.cause, src.content, src.tools
+		picked[r.key] = pick{cause, r.created}
+	}
+	labels := map[[2]string]int{}
+	seen := map[string]int{} // results of each cause so far, from the end
+	for i := len(results) - 1; i >= 0; i-- {
+		c := causes[i]
+		seen[c]++
+		r := results[i]
+		if seen[c] > 1 || !r.ok {
+			continue // superseded, or a rejection
+		}
+		for _, l := range r.labels {
+			if _, later := labels[[2]string{r.key.prompt, l}]; !later {
+				labels[[2]string{r.key.prompt, l}] = r.key.version
+			}
+		}
 	}
 	s := labStateOf{Versions: []labVersion{}, Labels: []labLabel{}, Experiments: []labExperiment{}}
-	for k, c := range contentOf {
-		s.Versions = append(s.Versions, labVersion{Prompt: k.prompt, Version: k.version, Content: c, Tools: toolsOf[k]})
+	for k, p := range picked {
+		src := sources[p.cause]
+		s.Versions = append(s.Versions, labVersion{Prompt: k.prompt, Version: k.version, Content: src.content, Tools: src.tools})
 	}
 	sort.Slice(s.Versions, func(i, k int) bool {
 		a, b := s.Versions[i], s.Versions[k]

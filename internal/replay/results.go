@@ -74,6 +74,12 @@ func (r *Results) Queue(b *pgx.Batch, evs ...event.Event) error {
 // rebuild is complete.
 func (r *Results) Send(context.Context, []event.Event) error { return nil }
 
+// Published reports whether a result with this id was on the stream when
+// the rebuild began: a target that decides commands uses it to tell one
+// already answered (by a live copy that kept no record of it) from one to
+// decide.
+func (r *Results) Published(id string) bool { return r.has(id) }
+
 func (r *Results) has(id string) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
