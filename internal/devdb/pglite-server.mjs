@@ -67,7 +67,34 @@ PGLiteSocketHandler.prototype.detach = async function (close) {
       // The queue rejects entries of a disconnected handler; nothing to do.
     }
   }
+  handlers.delete(this.id)
   return detach.call(this, close)
+}
+
+// A client ends a session with Terminate, and asks for a running query to
+// be cancelled with a CancelRequest on a connection of its own; Postgres
+// closes the connection after either, and clients wait for that close. pgx
+// does when it abandons a busy connection (a cancelled context, a pool
+// closing under a running query): cancel request, Terminate, then it reads
+// until the server closes, up to 15 s each. pglite-socket 0.2.17 drops a
+// CancelRequest and passes Terminate to the shared backend, keeping both
+// connections open, so every such close took 30 s here. So both end their
+// connection, as Postgres does. (PGlite cannot interrupt a query: the
+// cancelled one runs to its end.)
+const MSG_TERMINATE = 0x58 // 'X'
+const handlers = new Map() // handler id -> handler, while attached
+const attach = PGLiteSocketHandler.prototype.attach
+PGLiteSocketHandler.prototype.attach = async function (socket) {
+  const h = await attach.call(this, socket)
+  handlers.set(this.id, this)
+  return h
+}
+const handleCancelRequest = PGLiteSocketHandler.prototype.handleCancelRequest
+PGLiteSocketHandler.prototype.handleCancelRequest = function () {
+  if (!handleCancelRequest.call(this)) return false
+  this.syncedOnDetach = true // it never spoke to the backend
+  this.detach(true)
+  return true
 }
 
 // patchQueue replaces pglite-socket 0.2.17's query queue loop, which has
@@ -129,6 +156,17 @@ function patchQueue(q) {
     } finally {
       this.processing = false
     }
+  }
+  // Terminate never reaches the shared backend: the session ends as if the
+  // client had gone (detach rolls back its transaction, after a Sync if it
+  // was mid-sequence) and its connection is closed.
+  const enqueue = q.enqueue.bind(q)
+  q.enqueue = function (id, message, onData) {
+    if (message[0] === MSG_TERMINATE && message.length === 5) {
+      handlers.get(id)?.detach(true)
+      return Promise.resolve(0)
+    }
+    return enqueue(id, message, onData)
   }
   // A connection that goes away mid-sequence must not keep the others out.
   const clear = q.clearQueueForHandler.bind(q)
