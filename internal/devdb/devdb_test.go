@@ -3,8 +3,10 @@ package devdb
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/pgvector/pgvector-go"
 	pgxvec "github.com/pgvector/pgvector-go/pgx"
@@ -284,4 +287,79 @@ func TestChildDiesWithParent(t *testing.T) {
 		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
 		return err != nil || strings.Contains(string(st), ") Z ")
 	}, 5*time.Second, 50*time.Millisecond, "node child %d outlived its parent", child)
+}
+
+// readsEOF waits for the server to close c (a fail-safe deadline, not a
+// timing assertion: a server that keeps the connection open never ends it).
+func readsEOF(t *testing.T, c net.Conn, what string) {
+	t.Helper()
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(30*time.Second)))
+	_, err := c.Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF, "the server closes the connection after %s, as Postgres does", what)
+}
+
+// A client that abandons a busy connection (pgx on a cancelled context, a
+// pool closed under a running query) sends a CancelRequest on a new
+// connection, then Terminate, and reads each until the server closes it.
+// The server closes both, as Postgres does, more times than it takes
+// connections at once; a Terminate inside a transaction rolls it back,
+// and the database goes on serving others.
+func TestCancelRequestAndTerminateEndTheirConnections(t *testing.T) {
+	ctx := testCtx(t)
+	s := start(t, Options{})
+	conn, err := pgx.Connect(ctx, s.URL())
+	require.NoError(t, err)
+	defer func() { _ = conn.Close(ctx) }()
+	_, err = conn.Exec(ctx, "create table kept (id int primary key)")
+	require.NoError(t, err)
+
+	for i := range MaxConnections + 1 {
+		cancel, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", s.Port()))
+		require.NoError(t, err)
+		req := binary.BigEndian.AppendUint32(nil, 16)
+		req = binary.BigEndian.AppendUint32(req, 80877102) // CancelRequest
+		req = binary.BigEndian.AppendUint32(req, conn.PgConn().PID())
+		req = append(req, conn.PgConn().SecretKey()...)
+		_, err = cancel.Write(req)
+		require.NoError(t, err)
+		readsEOF(t, cancel, fmt.Sprintf("CancelRequest %d", i))
+		require.NoError(t, cancel.Close())
+	}
+
+	for i := range MaxConnections + 1 {
+		gone, err := pgx.Connect(ctx, s.URL())
+		require.NoError(t, err)
+		_, err = gone.Exec(ctx, "begin")
+		require.NoError(t, err)
+		_, err = gone.Exec(ctx, "insert into kept values ($1)", i)
+		require.NoError(t, err)
+		gone.PgConn().Frontend().Send(&pgproto3.Terminate{})
+		require.NoError(t, gone.PgConn().Frontend().Flush())
+		readsEOF(t, gone.PgConn().Conn(), fmt.Sprintf("Terminate %d", i))
+		require.NoError(t, gone.PgConn().Conn().Close())
+	}
+
+	// As pgx abandons a connection whose query outlives its context: the
+	// cleanup (cancel, Terminate, the server's close) ends, and the
+	// transaction is gone.
+	busy, err := pgx.Connect(ctx, s.URL())
+	require.NoError(t, err)
+	_, err = busy.Exec(ctx, "begin")
+	require.NoError(t, err)
+	_, err = busy.Exec(ctx, "insert into kept values (-1)")
+	require.NoError(t, err)
+	qctx, qcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer qcancel()
+	_, err = busy.Exec(qctx, "select pg_sleep(1)")
+	require.Error(t, err, "the query outlives its context")
+	require.True(t, busy.IsClosed())
+	select {
+	case <-busy.PgConn().CleanupDone():
+	case <-time.After(30 * time.Second): // fail-safe, as readsEOF's
+		t.Fatal("the abandoned connection's cleanup did not end: the server kept a connection open")
+	}
+
+	var n int
+	require.NoError(t, conn.QueryRow(ctx, "select count(*) from kept").Scan(&n))
+	require.Zero(t, n, "the terminated sessions' transactions were rolled back")
 }

@@ -48,6 +48,34 @@ let db = null
 let server = null
 let stopping = null
 
+// A client ends a session with Terminate, and asks for a running query to
+// be cancelled with a CancelRequest on a connection of its own; Postgres
+// closes the connection after either, and clients wait for that close. pgx
+// does when it abandons a busy connection (a cancelled context, a pool
+// closing under a running query): a CancelRequest, then Terminate, reading
+// each until the server closes, for up to 15 s in all. pglite-socket 0.2.17
+// drops the CancelRequest and passes Terminate to the shared backend,
+// keeping both connections open, so every such close took 15 s here. So
+// both end their connection, as Postgres does; the socket's close then runs
+// the usual cleanup (the server forgets the handler, detach). PGlite cannot
+// interrupt a query: a cancelled one runs to its end, and a Terminate is
+// served after it, as a Postgres backend reads it after its query.
+const MSG_TERMINATE = 0x58 // 'X'
+const handlers = new Map() // handler id -> handler, while attached
+const attach = PGLiteSocketHandler.prototype.attach
+PGLiteSocketHandler.prototype.attach = async function (socket) {
+  const h = await attach.call(this, socket)
+  handlers.set(this.id, this)
+  return h
+}
+const handleCancelRequest = PGLiteSocketHandler.prototype.handleCancelRequest
+PGLiteSocketHandler.prototype.handleCancelRequest = function () {
+  if (!handleCancelRequest.call(this)) return false
+  this.syncedOnDetach = true // it never spoke to the backend
+  this.socket?.end()
+  return true
+}
+
 // All connections share one Postgres backend. A client that dies in the
 // middle of an extended-protocol batch (say after a Parse that failed, before
 // its Sync) leaves that backend ignoring every message until a Sync, and
@@ -63,7 +91,10 @@ const detach = PGLiteSocketHandler.prototype.detach
 PGLiteSocketHandler.prototype.detach = function (close) {
   if (!this.detaching) {
     this.detaching = (async () => {
-      if (this.socket && this.queryQueue) {
+      handlers.delete(this.id)
+      // A cancel request's connection never spoke to the backend, and a
+      // terminated session was synced and rolled back in its turn.
+      if (this.socket && this.queryQueue && !this.syncedOnDetach) {
         try {
           await this.queryQueue.enqueue(this.id, SYNC, () => {})
         } catch {
@@ -175,6 +206,24 @@ function patchQueue(q) {
     } catch {
       // Rejected: the server is stopping.
     }
+  }
+  // Terminate never reaches the shared backend. Served in its turn (a Sync
+  // queued for the connection comes after its earlier messages), it rolls
+  // back the connection's transaction, then closes the connection.
+  const enqueue = q.enqueue.bind(q)
+  q.enqueue = function (id, message, onData) {
+    const h = handlers.get(id)
+    if (message[0] !== MSG_TERMINATE || message.length !== 5 || !h) {
+      return enqueue(id, message, onData)
+    }
+    h.syncedOnDetach = true
+    return enqueue(id, SYNC, () => {})
+      .then(() => this.clearTransactionIfNeeded(id))
+      .catch((err) => log(`ending a terminated session: ${err?.stack || err}`))
+      .then(() => {
+        h.socket?.end()
+        return 0
+      })
   }
   // A connection that goes away mid-sequence must not keep the others out.
   const clear = q.clearQueueForHandler.bind(q)
