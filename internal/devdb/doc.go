@@ -61,6 +61,12 @@
 //     used to wedge the server for good, new connections included; the
 //     launcher now sends a Sync for every departing connection, which fixes
 //     that.
+//     A query cannot be cancelled (PGlite has no backend to signal), but
+//     the launcher closes a CancelRequest's connection, and a Terminated
+//     one once its earlier messages are served and its transaction rolled
+//     back, as Postgres does: pgx waits for both closes when it abandons a
+//     busy connection, up to 15 s, which every stop of a consumer under
+//     load used to cost.
 //  8. Query exec modes: pgx's default cache_statement fails as soon as two
 //     connections prepare the same SQL ("prepared statement ... already
 //     exists", the backend is shared) and describe_exec returned wrong rows
