@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -28,14 +29,22 @@ type CPUResult struct {
 	// database (its own processes on this machine), in seconds; negative
 	// when not measured (Postgres elsewhere, or no /proc).
 	PostgresCPU float64
-	Database    string
+	// Allocs and AllocBytes are the heap allocations of this process
+	// (objects and bytes) over the drain: what the garbage collector pays
+	// for.
+	Allocs, AllocBytes uint64
+	Database           string
 }
 
 // CPU publishes a backlog of n tool.executed events (the bench's),
 // then measures the scorer draining it until every event is committed:
 // wall time, this process's CPU and the Postgres backends' CPU, and, when
 // prof is not nil, a CPU profile of that window alone.
-func CPU(ctx context.Context, cfg config.Config, n, warm int, prof *os.File, log zerolog.Logger) (CPUResult, error) {
+//
+// When memProf is not nil, it receives the allocation profile at the end of
+// the drain and memBase the one at its start: go tool pprof -base memBase
+// memProf shows the drain's allocations alone.
+func CPU(ctx context.Context, cfg config.Config, n, warm int, prof, memBase, memProf *os.File, log zerolog.Logger) (CPUResult, error) {
 	res := CPUResult{Events: n, ProcessCPU: -1, PostgresCPU: -1, Database: "AGENTQ_DATABASE_URL"}
 	cfg, pglite, stop, err := embedded(ctx, cfg)
 	defer stop()
@@ -63,7 +72,14 @@ func CPU(ctx context.Context, cfg config.Config, n, warm int, prof *os.File, log
 		}
 		var pg0 map[int]float64
 		var self0 float64
+		var mem0 runtime.MemStats
 		if measure {
+			if memBase != nil {
+				if err := pprof.Lookup("allocs").WriteTo(memBase, 0); err != nil {
+					return err
+				}
+			}
+			runtime.ReadMemStats(&mem0)
 			pg0, self0 = postgresCPU(ctx, d), processCPU(os.Getpid())
 			if prof != nil {
 				if err := pprof.StartCPUProfile(prof); err != nil {
@@ -84,6 +100,14 @@ func CPU(ctx context.Context, cfg config.Config, n, warm int, prof *os.File, log
 		}
 		if self1 := processCPU(os.Getpid()); self0 >= 0 && self1 >= 0 {
 			res.ProcessCPU = self1 - self0
+		}
+		var mem1 runtime.MemStats
+		runtime.ReadMemStats(&mem1)
+		res.Allocs, res.AllocBytes = mem1.Mallocs-mem0.Mallocs, mem1.TotalAlloc-mem0.TotalAlloc
+		if memProf != nil {
+			if err := pprof.Lookup("allocs").WriteTo(memProf, 0); err != nil {
+				return err
+			}
 		}
 		if pg1 := postgresCPU(ctx, d); pg0 != nil && pg1 != nil {
 			// A backend that connected during the drain spent all its CPU in it.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -85,9 +86,15 @@ type RunnerOptions struct {
 	// Subjects are the filter subjects, e.g. "tool.executed.*". Required.
 	Subjects []string
 	// BatchSize bounds the events handed to the handler at once. Default 100.
-	// The runner holds at most two batches: the one in hand and the next,
+	// Each lane holds at most two batches: the one in hand and the next,
 	// fetched while the first is worked on.
 	BatchSize int
+	// Lanes is how many batches this runner hands to the handler at once,
+	// each lane with a fetcher of its own, exactly as that many copies of
+	// the process would: one lane's database round trips overlap another's
+	// decoding and settling. The handler must be safe for concurrent
+	// calls, as it is for concurrent copies. Default 1.
+	Lanes int
 	// MaxDeliver is how many failed deliveries an event gets before it is
 	// dead-lettered. Deliveries that end in an outage, a deferral, an
 	// ack-wait expiry or a shutdown do not count. Default 5.
@@ -102,7 +109,7 @@ type RunnerOptions struct {
 	// Messages held longer are kept alive with InProgress. Default 30s.
 	AckWait time.Duration
 	// MaxAckPending bounds unacked events across all copies. Default
-	// max(1000, 4*BatchSize).
+	// max(1000, 4*BatchSize*Lanes).
 	MaxAckPending int
 	// MaxPayload is the largest data accepted, in bytes. Default 1 MiB.
 	MaxPayload int
@@ -137,8 +144,11 @@ func (o RunnerOptions) withDefaults() RunnerOptions {
 	if o.AckWait <= 0 {
 		o.AckWait = 30 * time.Second
 	}
+	if o.Lanes <= 0 {
+		o.Lanes = 1
+	}
 	if o.MaxAckPending <= 0 {
-		o.MaxAckPending = max(1000, 4*o.BatchSize)
+		o.MaxAckPending = max(1000, 4*o.BatchSize*o.Lanes)
 	}
 	if o.MaxPayload <= 0 {
 		o.MaxPayload = 1 << 20
@@ -231,6 +241,17 @@ func NewRunner(js jetstream.JetStream, schema Validator, handler BatchHandler, o
 	}, nil
 }
 
+// lane returns a runner for lane i of r: the same consumer, handler and
+// series, with state of its own (ledger cache, outage count, naks), so
+// lanes share nothing a lane changes.
+func (r *Runner) lane(i int) *Runner {
+	log := r.log.With().Int("lane", i).Logger()
+	return &Runner{
+		js: r.js, schema: r.schema, handler: r.handler, opts: r.opts, metrics: r.metrics, log: log,
+		ledger: &ledger{js: r.js, consumer: r.opts.Consumer, log: log},
+	}
+}
+
 // EnsureConsumer creates or updates the durable consumer. The delivery
 // limit is enforced by the runner, not by JetStream (MaxDeliver -1): the
 // runner counts failures, not deliveries, and a message whose dead letter
@@ -263,7 +284,35 @@ func (r *Runner) EnsureConsumer(ctx context.Context) (jetstream.Consumer, error)
 // (FetchWait), naks what it holds so another copy takes it at once, and
 // returns. It returns an error only if it cannot start. If the durable
 // consumer disappears (an operator deleted it), Run recreates it.
+//
+// With Lanes above 1, Run runs that many lanes and returns when all have
+// returned; one that cannot start stops the others.
 func (r *Runner) Run(ctx context.Context) error {
+	if r.opts.Lanes <= 1 {
+		return r.run(ctx)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error // the lane that could not start; the others were stopped
+	)
+	for i := range r.opts.Lanes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.lane(i).run(ctx); err != nil {
+				once.Do(func() { first = err })
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+func (r *Runner) run(ctx context.Context) error {
 	if err := r.ledger.open(ctx); err != nil {
 		return err
 	}

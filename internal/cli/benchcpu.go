@@ -21,6 +21,7 @@ func runBenchCPU(ctx context.Context, e Env, cfg config.Config, log zerolog.Logg
 	warm := fs.Int("warmup", 2000, "events drained first, unmeasured, to warm connections and caches")
 	batch := fs.Int("batch", cfg.BatchSize, "scorer batch size (events per transaction)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the drain alone to this file (go tool pprof)")
+	memProfile := fs.String("memprofile", "", "write allocation profiles of the drain alone to this file and this file.base (go tool pprof -sample_index=alloc_space -base)")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
@@ -37,7 +38,19 @@ func runBenchCPU(ctx context.Context, e Env, cfg config.Config, log zerolog.Logg
 		defer f.Close()
 		prof = f
 	}
-	res, err := bench.CPU(ctx, cfg, *n, *warm, prof, log)
+	var memBase, memProf *os.File
+	if *memProfile != "" {
+		var err error
+		if memBase, err = os.Create(*memProfile + ".base"); err != nil {
+			return err
+		}
+		defer memBase.Close()
+		if memProf, err = os.Create(*memProfile); err != nil {
+			return err
+		}
+		defer memProf.Close()
+	}
+	res, err := bench.CPU(ctx, cfg, *n, *warm, prof, memBase, memProf, log)
 	if err != nil {
 		return err
 	}
@@ -50,9 +63,14 @@ func runBenchCPU(ctx context.Context, e Env, cfg config.Config, log zerolog.Logg
 	fmt.Fprintf(e.Stdout, `agentq benchcpu: the scorer drained %d events in %.2f s (%.0f events/s), batch %d, database: %s
   CPU of this process (scorer + embedded NATS server)   %s
   CPU of the database's Postgres backends               %s
-`, res.Events, res.Seconds, float64(res.Events)/res.Seconds, *batch, res.Database, perEvent(res.ProcessCPU), perEvent(res.PostgresCPU))
+  heap allocations of this process                      %.0f objects, %.1f kB per event
+`, res.Events, res.Seconds, float64(res.Events)/res.Seconds, *batch, res.Database, perEvent(res.ProcessCPU), perEvent(res.PostgresCPU),
+		float64(res.Allocs)/float64(res.Events), float64(res.AllocBytes)/1e3/float64(res.Events))
 	if *cpuProfile != "" {
 		fmt.Fprintf(e.Stdout, "  CPU profile of the drain: %s (go tool pprof -top -cum <binary> %s)\n", *cpuProfile, *cpuProfile)
+	}
+	if *memProfile != "" {
+		fmt.Fprintf(e.Stdout, "  allocation profile of the drain: %s (go tool pprof -sample_index=alloc_space -base %s.base <binary> %s)\n", *memProfile, *memProfile, *memProfile)
 	}
 	return nil
 }

@@ -136,7 +136,8 @@ type Config struct {
 	BatchSize      int               // AGENTQ_BATCH_SIZE
 	HandlerTimeout time.Duration     // AGENTQ_HANDLER_TIMEOUT
 	// Consumers holds per-consumer overrides of the runner settings,
-	// AGENTQ_<CONSUMER>_{BATCH_SIZE,ACK_WAIT,HANDLER_TIMEOUT}, by consumer.
+	// AGENTQ_<CONSUMER>_{BATCH_SIZE,LANES,ACK_WAIT,HANDLER_TIMEOUT}, by
+	// consumer.
 	Consumers         map[string]ConsumerSettings
 	DevDBStartTimeout time.Duration // AGENTQ_DEVDB_START_TIMEOUT
 	InboxRetention    time.Duration // AGENTQ_INBOX_RETENTION; 0 keeps forever
@@ -461,6 +462,12 @@ func Load(getenv func(string) string) (Config, error) {
 				errs = append(errs, fmt.Errorf("%sBATCH_SIZE %d: want 1..10000", prefix, s.BatchSize))
 			}
 		}
+		if getenv(prefix+"LANES") != "" {
+			s.Lanes = num(prefix + "LANES")
+			if s.Lanes < 1 || s.Lanes > 16 {
+				errs = append(errs, fmt.Errorf("%sLANES %d: want 1..16", prefix, s.Lanes))
+			}
+		}
 		if getenv(prefix+"ACK_WAIT") != "" {
 			if s.AckWait = dur(prefix + "ACK_WAIT"); s.AckWait < time.Second {
 				errs = append(errs, fmt.Errorf("%sACK_WAIT %s: want at least 1s", prefix, s.AckWait))
@@ -614,6 +621,7 @@ var ConsumerNames = []string{"scorer", "indexer", "rater", "degrader", "lab"}
 // process-wide value.
 type ConsumerSettings struct {
 	BatchSize      int
+	Lanes          int
 	AckWait        time.Duration
 	HandlerTimeout time.Duration
 }
@@ -634,6 +642,9 @@ func (c Config) Runner(consumer string, subjects ...string) bus.RunnerOptions {
 	if s, ok := c.Consumers[consumer]; ok {
 		if s.BatchSize > 0 {
 			o.BatchSize = s.BatchSize
+		}
+		if s.Lanes > 0 {
+			o.Lanes = s.Lanes
 		}
 		if s.AckWait > 0 {
 			o.AckWait = s.AckWait
