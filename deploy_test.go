@@ -382,7 +382,7 @@ func TestComposeDefaults(t *testing.T) {
 		"AGENTQ_ACK_WAIT":                "30s",
 		"AGENTQ_MAX_PAYLOAD":             "1048576",
 		"AGENTQ_SHUTDOWN_GRACE":          "10s",
-		"AGENTQ_BATCH_SIZE":              "500",
+		"AGENTQ_BATCH_SIZE":              "", // empty: each consumer's own default
 		"AGENTQ_LLM_BASE_URL":            "", // empty: built-in offline rater
 		"AGENTQ_EMBED_BASE_URL":          "", // empty: built-in offline embedder
 	} {

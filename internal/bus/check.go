@@ -143,6 +143,9 @@ func invalidUTF8(b []byte) int {
 // checkString applies the CloudEvents 1.0 rule for String values: valid
 // UTF-8 without control characters or noncharacters.
 func checkString(what, s string) error {
+	if printableASCII(s) {
+		return nil // the usual case, spared the rune loop
+	}
 	for i, r := range s {
 		switch {
 		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
@@ -164,6 +167,11 @@ func checkText(what, s string, limit int) error {
 	}
 	if len(s) > limit {
 		return fmt.Errorf("%s is %d bytes, over the %d-byte limit: %s", what, len(s), limit, quote(s))
+	}
+	// Printable ASCII has no control, invisible or noncharacter, and its
+	// only white space is the space: the usual case needs no rune loop.
+	if printableASCII(s) && s[0] != ' ' && s[len(s)-1] != ' ' {
+		return nil
 	}
 	if err := checkString(what, s); err != nil {
 		return err

@@ -227,13 +227,13 @@ func decodeBinary(hs map[string]string, ct string, hasCT bool, data []byte) (eve
 		case "id":
 			ev.SetID(v)
 		case "source":
-			ev.SetSource(v)
+			setSource(&ev, v)
 		case "type":
 			ev.SetType(v)
 		case "subject":
 			ev.SetSubject(v)
 		case "dataschema":
-			ev.SetDataSchema(v)
+			setDataSchema(&ev, v)
 		case "datacontenttype":
 			if !hasCT {
 				ct = v

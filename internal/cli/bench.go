@@ -75,7 +75,7 @@ func runBench(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger,
 	fs := flags("bench", e)
 	n := fs.Int("events", 20000, "events per phase")
 	rounds := fs.Int("rounds", 3, "rounds of raw + scorer; medians are reported")
-	batch := fs.Int("batch", cfg.BatchSize, "scorer batch size (events per transaction)")
+	batch := fs.Int("batch", cfg.Runner("scorer").BatchSize, "scorer batch size (events per transaction)")
 	light := fs.Int("light", 50, "single events published one at a time for the light-traffic latency")
 	verbose := fs.Bool("v", false, "print per-round diagnostics (handler time per batch)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
@@ -96,7 +96,7 @@ func runBench(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger,
 	if *n < 1 || *rounds < 1 {
 		return fmt.Errorf("--events and --rounds must be positive")
 	}
-	cfg.BatchSize = *batch
+	cfg = withScorerBatch(cfg, *batch)
 	o := bench.ScorerOptions{Events: *n, Rounds: *rounds, Light: *light}
 	if *verbose {
 		o.Diagnostics = e.Stderr

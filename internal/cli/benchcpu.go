@@ -19,7 +19,7 @@ func runBenchCPU(ctx context.Context, e Env, cfg config.Config, log zerolog.Logg
 	fs := flags("benchcpu", e)
 	n := fs.Int("events", 20000, "events in the backlog")
 	warm := fs.Int("warmup", 2000, "events drained first, unmeasured, to warm connections and caches")
-	batch := fs.Int("batch", cfg.BatchSize, "scorer batch size (events per transaction)")
+	batch := fs.Int("batch", cfg.Runner("scorer").BatchSize, "scorer batch size (events per transaction)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the drain alone to this file (go tool pprof)")
 	memProfile := fs.String("memprofile", "", "write allocation profiles of the drain alone to this file and this file.base (go tool pprof -sample_index=alloc_space -base)")
 	if err := fs.Parse(args); err != nil {
@@ -28,7 +28,7 @@ func runBenchCPU(ctx context.Context, e Env, cfg config.Config, log zerolog.Logg
 	if *n < 1 || *warm < 0 {
 		return fmt.Errorf("--events must be positive and --warmup not negative")
 	}
-	cfg.BatchSize = *batch
+	cfg = withScorerBatch(cfg, *batch)
 	var prof *os.File
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -73,4 +73,20 @@ func runBenchCPU(ctx context.Context, e Env, cfg config.Config, log zerolog.Logg
 		fmt.Fprintf(e.Stdout, "  allocation profile of the drain: %s (go tool pprof -sample_index=alloc_space -base %s.base <binary> %s)\n", *memProfile, *memProfile, *memProfile)
 	}
 	return nil
+}
+
+// withScorerBatch returns cfg with the scorer's batch size set to batch,
+// whatever the environment said, and the process-wide one too: the bench's
+// Postgres ceiling commits batches of the same size.
+func withScorerBatch(cfg config.Config, batch int) config.Config {
+	cfg.BatchSize = batch
+	consumers := make(map[string]config.ConsumerSettings, len(cfg.Consumers))
+	for name, s := range cfg.Consumers {
+		if name == "scorer" {
+			s.BatchSize = 0
+		}
+		consumers[name] = s
+	}
+	cfg.Consumers = consumers
+	return cfg
 }

@@ -193,7 +193,7 @@ a model change without a rebuild, use agentq reindex.`)
 	fmt.Fprintf(e.Stderr, "rebuilding %s for %s ...\n", *consumer, scope)
 	last := time.Now()
 	rep, err := replay.Rebuild(ctx, js, pool, reg, t, replay.Options{
-		Tenant: *tenant, BatchSize: cfg.BatchSize, MaxPayload: cfg.MaxPayload, AllowTruncated: *truncated, Log: log,
+		Tenant: *tenant, BatchSize: cfg.Runner(*consumer).BatchSize, MaxPayload: cfg.MaxPayload, AllowTruncated: *truncated, Log: log,
 		Progress: func(done, total uint64) {
 			if time.Since(last) >= time.Second {
 				last = time.Now()

@@ -133,7 +133,7 @@ type Config struct {
 	AckWait        time.Duration     // AGENTQ_ACK_WAIT
 	MaxPayload     int               // AGENTQ_MAX_PAYLOAD
 	ShutdownGrace  time.Duration     // AGENTQ_SHUTDOWN_GRACE
-	BatchSize      int               // AGENTQ_BATCH_SIZE
+	BatchSize      int               // AGENTQ_BATCH_SIZE; 0: each consumer's default (ConsumerDefaults)
 	HandlerTimeout time.Duration     // AGENTQ_HANDLER_TIMEOUT
 	// Consumers holds per-consumer overrides of the runner settings,
 	// AGENTQ_<CONSUMER>_{BATCH_SIZE,LANES,ACK_WAIT,HANDLER_TIMEOUT}, by
@@ -194,7 +194,7 @@ var Vars = []Var{
 	{"AGENTQ_ACK_WAIT", "30s", "how long JetStream waits for an ack before redelivering"},
 	{"AGENTQ_MAX_PAYLOAD", "1048576", "largest event data accepted, in bytes; larger is dead-lettered"},
 	{"AGENTQ_SHUTDOWN_GRACE", "10s", "how long a stopping consumer may finish the batch in hand"},
-	{"AGENTQ_BATCH_SIZE", "500", "most events a consumer handles in one transaction"},
+	{"AGENTQ_BATCH_SIZE", "", "most events a consumer handles in one transaction, 1..10000; unset: 500, the scorer 2000 (its cost per batch is mostly per target and per round trip, which larger batches share out)"},
 	{"AGENTQ_HANDLER_TIMEOUT", "30s", "longest a consumer may work on one batch before it is cancelled and retried (messages are kept alive meanwhile)"},
 	{"AGENTQ_INBOX_RETENTION", "0", "how long consumers remember applied event ids (hourly pruning); 0 keeps them forever; keep it above AGENTQ_STREAM_MAX_AGE"},
 	{"AGENTQ_OUTBOX_RELAY_INTERVAL", "10s", "how often each process publishes results a crashed copy left in the outbox"},
@@ -375,7 +375,6 @@ func Load(getenv func(string) string) (Config, error) {
 		AckWait:           dur("AGENTQ_ACK_WAIT"),
 		MaxPayload:        num("AGENTQ_MAX_PAYLOAD"),
 		ShutdownGrace:     dur("AGENTQ_SHUTDOWN_GRACE"),
-		BatchSize:         num("AGENTQ_BATCH_SIZE"),
 		HandlerTimeout:    dur("AGENTQ_HANDLER_TIMEOUT"),
 		DevDBStartTimeout: dur("AGENTQ_DEVDB_START_TIMEOUT"),
 		Consumers:         map[string]ConsumerSettings{},
@@ -447,6 +446,13 @@ func Load(getenv func(string) string) (Config, error) {
 			MaxInFlight: num("AGENTQ_INGEST_MAX_INFLIGHT"),
 		},
 	}
+	if getenv("AGENTQ_BATCH_SIZE") != "" {
+		// Set, it is every consumer's unless the consumer's own says
+		// otherwise; unset (0), each consumer takes its default.
+		if c.BatchSize = num("AGENTQ_BATCH_SIZE"); c.BatchSize < 1 {
+			errs = append(errs, fmt.Errorf("AGENTQ_BATCH_SIZE %d: want 1..10000", c.BatchSize))
+		}
+	}
 	if c.MetricsAddr == "off" {
 		c.MetricsAddr = ""
 	}
@@ -507,7 +513,7 @@ func (c Config) Validate() error {
 	check(c.AckWait >= time.Second, "AGENTQ_ACK_WAIT %s: want at least 1s", c.AckWait)
 	check(c.MaxPayload >= 1024, "AGENTQ_MAX_PAYLOAD %d: want at least 1024 bytes", c.MaxPayload)
 	check(c.ShutdownGrace > 0, "AGENTQ_SHUTDOWN_GRACE must be positive")
-	check(c.BatchSize >= 1 && c.BatchSize <= 10000, "AGENTQ_BATCH_SIZE %d: want 1..10000", c.BatchSize)
+	check(c.BatchSize >= 0 && c.BatchSize <= 10000, "AGENTQ_BATCH_SIZE %d: want 1..10000", c.BatchSize)
 	check(c.HandlerTimeout > 0, "AGENTQ_HANDLER_TIMEOUT must be positive")
 	check(c.LLM.MaxRPS >= 0, "AGENTQ_LLM_MAX_RPS must not be negative")
 	check(c.LLM.MaxRetries >= 0, "AGENTQ_LLM_MAX_RETRIES must not be negative")
@@ -614,7 +620,7 @@ func oneOf(s string, options ...string) bool {
 }
 
 // ConsumerNames are the consumers whose runner settings can be overridden
-// one by one with AGENTQ_<CONSUMER>_{BATCH_SIZE,ACK_WAIT,HANDLER_TIMEOUT}.
+// one by one with AGENTQ_<CONSUMER>_{BATCH_SIZE,LANES,ACK_WAIT,HANDLER_TIMEOUT}.
 var ConsumerNames = []string{"scorer", "indexer", "rater", "degrader", "lab"}
 
 // ConsumerSettings are one consumer's overrides; zero fields keep the
@@ -626,13 +632,36 @@ type ConsumerSettings struct {
 	HandlerTimeout time.Duration
 }
 
+// DefaultBatchSize is a consumer's batch size when neither its own
+// variable nor AGENTQ_BATCH_SIZE sets one and ConsumerDefaults names none.
+const DefaultBatchSize = 500
+
+// ConsumerDefaults are the settings a consumer takes when nothing sets
+// them: its batch size when neither AGENTQ_<CONSUMER>_BATCH_SIZE nor
+// AGENTQ_BATCH_SIZE is set, its lanes when AGENTQ_<CONSUMER>_LANES is not.
+// The scorer's batch costs are mostly per target touched and per round
+// trip, so larger batches share them out, and a batch waits on Postgres
+// most of its time, which a second lane fills (docs/performance.md).
+var ConsumerDefaults = map[string]ConsumerSettings{
+	"scorer": {BatchSize: 2000, Lanes: 2},
+}
+
 // Runner returns the runner options of consumer for subjects: the
-// process-wide settings, then the consumer's own overrides.
+// consumer's own overrides, else the process-wide settings, else the
+// consumer's defaults.
 func (c Config) Runner(consumer string, subjects ...string) bus.RunnerOptions {
+	batch := c.BatchSize
+	if batch <= 0 {
+		batch = DefaultBatchSize
+		if d := ConsumerDefaults[consumer].BatchSize; d > 0 {
+			batch = d
+		}
+	}
 	o := bus.RunnerOptions{
 		Consumer:       consumer,
 		Subjects:       subjects,
-		BatchSize:      c.BatchSize,
+		Lanes:          ConsumerDefaults[consumer].Lanes,
+		BatchSize:      batch,
 		MaxDeliver:     c.MaxDeliver,
 		AckWait:        c.AckWait,
 		HandlerTimeout: c.HandlerTimeout,

@@ -19,7 +19,7 @@ func TestDefaults(t *testing.T) {
 	cfg, err := config.Load(env(nil))
 	require.NoError(t, err)
 	require.Equal(t, "nats://127.0.0.1:4222", cfg.NATSURL)
-	require.Equal(t, 500, cfg.BatchSize)
+	require.Zero(t, cfg.BatchSize, "unset: each consumer's default")
 	require.Equal(t, 5, cfg.MaxDeliver)
 	require.Equal(t, 30*time.Second, cfg.AckWait)
 	require.Equal(t, 2*time.Minute, cfg.Stream.Duplicates)
@@ -31,6 +31,13 @@ func TestDefaults(t *testing.T) {
 	r := cfg.Runner("scorer", "tool.executed.*")
 	require.Equal(t, "scorer", r.Consumer)
 	require.Equal(t, cfg.ShutdownGrace, r.Grace)
+	require.Equal(t, 2000, r.BatchSize)
+	require.Equal(t, 2, r.Lanes)
+	for _, name := range []string{"indexer", "rater", "degrader", "lab"} {
+		o := cfg.Runner(name, "x.*")
+		require.Equal(t, config.DefaultBatchSize, o.BatchSize, name)
+		require.LessOrEqual(t, o.Lanes, 1, name)
+	}
 }
 
 func TestInvalidValues(t *testing.T) {
@@ -105,8 +112,26 @@ func TestPerConsumerOverrides(t *testing.T) {
 	require.Equal(t, 30*time.Second, s.AckWait)
 	require.Equal(t, 30*time.Second, s.HandlerTimeout)
 
-	_, err = config.Load(env(map[string]string{"AGENTQ_SCORER_BATCH_SIZE": "0"}))
-	require.ErrorContains(t, err, "AGENTQ_SCORER_BATCH_SIZE 0: want 1..10000")
+	require.Equal(t, 2, s.Lanes, "the scorer's own default lanes")
+
+	cfg, err = config.Load(env(map[string]string{"AGENTQ_SCORER_LANES": "3", "AGENTQ_SCORER_BATCH_SIZE": "700", "AGENTQ_RATER_LANES": "2"}))
+	require.NoError(t, err)
+	s = cfg.Runner("scorer", "tool.executed.*")
+	require.Equal(t, 3, s.Lanes)
+	require.Equal(t, 700, s.BatchSize)
+	require.Equal(t, 2, cfg.Runner("rater", "tool.executed.*").Lanes)
+	require.Equal(t, config.DefaultBatchSize, cfg.Runner("rater", "tool.executed.*").BatchSize)
+
+	for key, want := range map[string]string{
+		"AGENTQ_SCORER_BATCH_SIZE": "AGENTQ_SCORER_BATCH_SIZE 0: want 1..10000",
+		"AGENTQ_BATCH_SIZE":        "AGENTQ_BATCH_SIZE 0: want 1..10000",
+		"AGENTQ_SCORER_LANES":      "AGENTQ_SCORER_LANES 0: want 1..16",
+	} {
+		_, err = config.Load(env(map[string]string{key: "0"}))
+		require.ErrorContains(t, err, want)
+	}
+	_, err = config.Load(env(map[string]string{"AGENTQ_LAB_LANES": "17"}))
+	require.ErrorContains(t, err, "AGENTQ_LAB_LANES 17: want 1..16")
 }
 
 func TestRetentionAgainstAStreamThatKeepsForever(t *testing.T) {

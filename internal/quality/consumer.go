@@ -17,13 +17,6 @@ import (
 // Consumer runs the scorer with default options in an agentq process.
 var Consumer = NewConsumer(Options{})
 
-// Lanes is how many batches a scorer handles at once unless
-// AGENTQ_SCORER_LANES says otherwise: a batch waits on Postgres most of its
-// time, and a second lane decodes and settles meanwhile (see
-// bus.RunnerOptions.Lanes). Lanes of one process lock targets in the same
-// order, as copies do.
-const Lanes = 2
-
 // NewConsumer returns the scorer as an app consumer with opts.
 func NewConsumer(opts Options) app.Consumer {
 	opts = opts.withDefaults()
@@ -35,11 +28,7 @@ func NewConsumer(opts Options) app.Consumer {
 			return err
 		}
 		s := NewScorer(d.Pool, d.Outbox, opts, d.Log)
-		ro := d.Config.Runner(opts.Consumer, Subjects...)
-		if ro.Lanes == 0 {
-			ro.Lanes = Lanes
-		}
-		r, err := bus.NewRunner(d.JS, d.Schemas, s.Handle, ro, d.Log, d.Metrics)
+		r, err := bus.NewRunner(d.JS, d.Schemas, s.Handle, d.Config.Runner(opts.Consumer, Subjects...), d.Log, d.Metrics)
 		if err != nil {
 			return err
 		}
