@@ -17,7 +17,8 @@ func (r *Runner) prepare(m jetstream.Msg) (*Delivery, error) {
 		d.StreamSeq, d.NumDelivered, d.Time = meta.Sequence.Stream, meta.NumDelivered, meta.Timestamp
 		d.seq = d.StreamSeq
 	}
-	if err := notFor(r.opts.Consumer, m); err != nil {
+	to, err := notFor(r.opts.Consumer, m)
+	if err != nil {
 		return d, err // skip: acked without effect (redrive.go)
 	}
 	if d.NumDelivered > 1 {
@@ -46,7 +47,7 @@ func (r *Runner) prepare(m jetstream.Msg) (*Delivery, error) {
 	if err := check(d, m, r.schema, r.opts.MaxPayload); err != nil {
 		return d, err
 	}
-	atOriginal(d, r.opts.Consumer, m)
+	atOriginal(d, r.opts.Consumer, to, m)
 	return d, nil
 }
 

@@ -29,11 +29,12 @@ const (
 
 // atOriginal places a redriven copy for consumer at its original's
 // sequence and time, when it carries them and they come before it.
-func atOriginal(d *Delivery, consumer string, m jetstream.Msg) {
-	h := m.Headers()
-	if redriveFor(h) != consumer {
+// to is the message's redriveFor, read once by the caller.
+func atOriginal(d *Delivery, consumer, to string, m jetstream.Msg) {
+	if to != consumer {
 		return
 	}
+	h := m.Headers()
 	seq, err := strconv.ParseUint(headerValue(h, HeaderRedriveSeq), 10, 64)
 	if err != nil || seq == 0 || seq >= d.StreamSeq {
 		return
@@ -52,24 +53,26 @@ var ErrNotForConsumer = errors.New("a redriven dead letter of another consumer")
 // the message is not a redrive (every consumer handles it).
 func redriveFor(h nats.Header) string { return headerValue(h, HeaderRedriveFor) }
 
-// notFor returns ErrNotForConsumer when m is a redrive for a consumer
-// other than consumer.
-func notFor(consumer string, m jetstream.Msg) error {
-	if to := redriveFor(m.Headers()); to != "" && to != consumer {
-		return ErrNotForConsumer
+// notFor returns the consumer m is a redrive for ("" when it is not one),
+// and ErrNotForConsumer when that is another than consumer.
+func notFor(consumer string, m jetstream.Msg) (string, error) {
+	to := redriveFor(m.Headers())
+	if to != "" && to != consumer {
+		return to, ErrNotForConsumer
 	}
-	return nil
+	return to, nil
 }
 
 // ReadAs is Read for consumer's rebuild: a redrive for another consumer is
 // not read (ErrNotForConsumer), as a runner of consumer acks it unread.
 func ReadAs(consumer string, m jetstream.Msg, schema Validator, maxPayload int) (*Delivery, error) {
-	if err := notFor(consumer, m); err != nil {
+	to, err := notFor(consumer, m)
+	if err != nil {
 		return &Delivery{Subject: m.Subject(), msg: m}, err
 	}
 	d, err := Read(m, schema, maxPayload)
 	if err == nil {
-		atOriginal(d, consumer, m)
+		atOriginal(d, consumer, to, m)
 	}
 	return d, err
 }

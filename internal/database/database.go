@@ -193,6 +193,10 @@ type claim struct {
 	// owner maps each distinct (tenant, event id) to the index in keys
 	// that speaks for it: the copy with the lowest sequence, else the first.
 	owner map[InboxKey]int
+	// bySeq maps the sequence of each owner to its index when every owner
+	// has a sequence of its own: the insert then returns sequences, not
+	// tenants and ids (no strings to read back and hash again).
+	bySeq map[int64]int
 }
 
 func queueClaim(b *pgx.Batch, consumer string, keys []InboxKey) *claim {
@@ -213,8 +217,19 @@ func queueClaim(b *pgx.Batch, consumer string, keys []InboxKey) *claim {
 	tenants := make([]string, 0, len(q.owner))
 	ids := make([]string, 0, len(q.owner))
 	seqs := make([]int64, 0, len(q.owner))
+	q.bySeq = make(map[int64]int, len(q.owner))
 	for _, i := range q.owner {
 		tenants, ids, seqs = append(tenants, keys[i].Tenant), append(ids, keys[i].EventID), append(seqs, int64(keys[i].Seq))
+		if _, dup := q.bySeq[int64(keys[i].Seq)]; keys[i].Seq == 0 || dup {
+			q.bySeq = nil
+		}
+		if q.bySeq != nil {
+			q.bySeq[int64(keys[i].Seq)] = i
+		}
+	}
+	returning := "tenant_id, event_id"
+	if q.bySeq != nil {
+		returning = "seq"
 	}
 	b.Queue(`SELECT 1 FROM consumer_fences WHERE consumer = $1 FOR SHARE`, consumer)
 	b.Queue(`SELECT tenant_id FROM rebuilds WHERE consumer = $1 AND (tenant_id = '*' OR tenant_id = ANY($2))`, consumer, tenantList)
@@ -222,7 +237,7 @@ func queueClaim(b *pgx.Batch, consumer string, keys []InboxKey) *claim {
 		INSERT INTO inbox (consumer, tenant_id, event_id, seq)
 		SELECT $1, t, e, nullif(s, 0) FROM unnest($2::text[], $3::text[], $4::bigint[]) AS u(t, e, s) ORDER BY t, e
 		ON CONFLICT DO NOTHING
-		RETURNING tenant_id, event_id`, consumer, tenants, ids, seqs)
+		RETURNING `+returning, consumer, tenants, ids, seqs)
 	return q
 }
 
@@ -254,6 +269,15 @@ func (q *claim) read(br pgx.BatchResults) (Claimed, error) {
 		return Claimed{}, fmt.Errorf("inbox claim: %w", err)
 	}
 	for rows.Next() {
+		if q.bySeq != nil {
+			var seq int64
+			if err := rows.Scan(&seq); err != nil {
+				rows.Close()
+				return Claimed{}, fmt.Errorf("inbox claim: %w", err)
+			}
+			c.Fresh[q.bySeq[seq]] = true
+			continue
+		}
 		var k InboxKey
 		if err := rows.Scan(&k.Tenant, &k.EventID); err != nil {
 			rows.Close()

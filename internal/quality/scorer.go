@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/jackc/pgx/v5"
@@ -116,34 +117,41 @@ func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observa
 	// and read, then write + commit. A target that gains nothing (its
 	// events were applied before) normally has its row already; one the
 	// lock had to create is dropped again.
+	// Keys are numbered once (at[j] is event valid[j]'s target in all), so
+	// the per-event work below indexes slices instead of hashing three
+	// strings per lookup.
 	all := make([]Key, 0, len(valid))
-	seen := make(map[Key]bool, len(valid))
-	for _, i := range valid {
-		if k := obs[i].key; !seen[k] {
-			seen[k] = true
-			all = append(all, k)
+	number := make(map[Key]int, len(valid))
+	at := make([]int, len(valid))
+	for j, i := range valid {
+		n, ok := number[obs[i].key]
+		if !ok {
+			n = len(all)
+			number[obs[i].key] = n
+			all = append(all, obs[i].key)
 		}
+		at[j] = n
 	}
-	lock := newMetricsLock(all) // sorts all
+	lock := newMetricsLock(slices.Clone(all)) // sorts its copy: all keeps the numbering
 	tx, claimed, err := database.BeginClaimWith(ctx, s.pool, s.opts.Consumer, claims, &database.Rider{Queue: lock.queue, Read: lock.read})
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Close(ctx)
-	gains := make(map[Key]bool, len(all))
-	for j, i := range valid {
+	gains := make([]bool, len(all))
+	for j := range valid {
 		if claimed.Fresh[j] || claimed.Moved[j] != 0 {
-			gains[obs[i].key] = true
+			gains[at[j]] = true
 		}
 	}
 	var keys, idle []Key // in key order: results come in a stable order
-	for _, k := range all {
-		if gains[k] {
+	for _, k := range lock.keys {
+		if gains[number[k]] {
 			keys = append(keys, k)
 		}
 	}
 	for _, k := range lock.created {
-		if !gains[k] {
+		if !gains[number[k]] {
 			idle = append(idle, k)
 		}
 	}
@@ -152,13 +160,17 @@ func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observa
 	if len(keys) == 0 {
 		return nil, tx.Commit(ctx, b) // all duplicates: nothing to apply
 	}
-	metrics := lock.rows
+	metrics := make([]*Metrics, len(all))
+	for n, k := range all {
+		metrics[n] = lock.rows[k]
+	}
 	// The newest event of each target in this batch is the result's cause.
-	cause := map[Key]*bus.Delivery{}
+	cause := make([]*bus.Delivery, len(all))
 	moved := map[Key]*bus.Delivery{}
 	before := map[Key]Changed{} // a re-filed target's payload before its first move here
 	for j, i := range valid {
-		m := metrics[obs[i].key]
+		n := at[j]
+		m := metrics[n]
 		switch {
 		case !claimed.Fresh[j] && claimed.Moved[j] == 0:
 			continue
@@ -176,19 +188,19 @@ func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observa
 			continue
 		}
 		m.apply(obs[i], int64(batch[i].StreamSeq))
-		if c := cause[obs[i].key]; c == nil || batch[i].StreamSeq > c.StreamSeq {
-			cause[obs[i].key] = batch[i]
+		if c := cause[n]; c == nil || batch[i].StreamSeq > c.StreamSeq {
+			cause[n] = batch[i]
 		}
 	}
 	touched := make([]*Metrics, 0, len(keys))
 	results := make([]event.Event, 0, len(keys))
 	for _, k := range keys {
-		m := metrics[k]
+		m := metrics[number[k]]
 		touched = append(touched, m)
 		if claimed.Withheld(k.Tenant) {
 			continue
 		}
-		if cause[k] == nil {
+		if cause[number[k]] == nil {
 			// Only re-filed: the state version counts events, so it stays;
 			// the revised state goes out under that version, with an id of
 			// its content (copies and retries derive the same one).
@@ -210,7 +222,7 @@ func (s *Scorer) apply(ctx context.Context, batch []*bus.Delivery, obs []observa
 			results = append(results, ev)
 			continue
 		}
-		ev, err := bus.NewStateResult(s.opts.Consumer, TypeQualityChanged, k.Tenant, k.Target+"/"+k.ID, m.StateVersion, cause[k].Event, m.Changed(s.opts.Window))
+		ev, err := bus.NewStateResult(s.opts.Consumer, TypeQualityChanged, k.Tenant, k.Target+"/"+k.ID, m.StateVersion, cause[number[k]].Event, m.Changed(s.opts.Window))
 		if err != nil {
 			return nil, bus.Permanent(err)
 		}
