@@ -1,7 +1,6 @@
 package health
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/agentq/agentq/internal/bus"
@@ -75,7 +74,7 @@ type inputData struct {
 // that carries its agent's rating gives a call and a rating.
 func facts(d *bus.Delivery) ([]fact, error) {
 	var in inputData
-	if err := json.Unmarshal(d.Event.Data(), &in); err != nil {
+	if err := bus.DecodeData(d.Event.Data(), &in); err != nil {
 		return nil, bus.Permanentf("decode %s data: %w", d.Event.Type(), err)
 	}
 	// Postgres keeps microseconds: the fold must see the same time whether

@@ -126,7 +126,7 @@ func decode(d *bus.Delivery) (op, error) {
 			Author      string          `json:"author"`
 			Metadata    json.RawMessage `json:"metadata"`
 		}
-		if err := json.Unmarshal(d.Event.Data(), &e); err != nil {
+		if err := bus.DecodeData(d.Event.Data(), &e); err != nil {
 			return o, bus.Permanentf("prompt.created data: %v", err)
 		}
 		o.kind = opPrompt
@@ -152,7 +152,7 @@ func decode(d *bus.Delivery) (op, error) {
 			Version  float64 `json:"version"`
 			Label    string  `json:"label"`
 		}
-		if err := json.Unmarshal(d.Event.Data(), &e); err != nil {
+		if err := bus.DecodeData(d.Event.Data(), &e); err != nil {
 			return o, bus.Permanentf("prompt.activated data: %v", err)
 		}
 		v, err := intVersion(e.Version)
@@ -172,7 +172,7 @@ func decode(d *bus.Delivery) (op, error) {
 			Server      string          `json:"server"`
 			Tags        []string        `json:"tags"`
 		}
-		if err := json.Unmarshal(d.Event.Data(), &e); err != nil {
+		if err := bus.DecodeData(d.Event.Data(), &e); err != nil {
 			return o, bus.Permanentf("tool.registered data: %v", err)
 		}
 		h, err := registry.Hash(e.Name, e.Description, e.InputSchema, e.Server, e.Tags)
@@ -196,7 +196,7 @@ func decode(d *bus.Delivery) (op, error) {
 			TotalCalls   int64    `json:"total_calls"`
 			Successes    *int64   `json:"successes"`
 		}
-		if err := json.Unmarshal(d.Event.Data(), &e); err != nil {
+		if err := bus.DecodeData(d.Event.Data(), &e); err != nil {
 			return o, bus.Permanentf("quality.changed data: %v", err)
 		}
 		q := qualityRow{target: e.Target, stateVersion: e.StateVersion, score: e.Quality, successRate: e.SuccessRate, totalCalls: e.TotalCalls}
@@ -234,7 +234,7 @@ func decode(d *bus.Delivery) (op, error) {
 				ExpiresAt *time.Time `json:"expires_at"`
 			} `json:"quarantine"`
 		}
-		if err := json.Unmarshal(d.Event.Data(), &e); err != nil {
+		if err := bus.DecodeData(d.Event.Data(), &e); err != nil {
 			return o, bus.Permanentf("%s data: %v", d.Event.Type(), err)
 		}
 		h := healthRow{toolName: e.ToolName, state: e.State}

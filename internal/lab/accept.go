@@ -134,7 +134,7 @@ var experimentIDRE = regexp.MustCompile(`^[A-Za-z0-9_.:/-]{1,128}$`)
 // version the read model lacks waits for the rebuild instead.
 func (l *Lab) accept(ctx context.Context, tx pgx.Tx, d *bus.Delivery, withheld bool) ([]event.Event, bool, error) {
 	var r request
-	if err := json.Unmarshal(d.Event.Data(), &r); err != nil {
+	if err := bus.DecodeData(d.Event.Data(), &r); err != nil {
 		return nil, false, bus.Permanentf("experiment.requested data: %v", err)
 	}
 	id := r.ExperimentID
@@ -252,7 +252,7 @@ type cancelRequest struct {
 // publishes experiment.failed (reason_code cancelled).
 func (l *Lab) cancel(ctx context.Context, tx pgx.Tx, d *bus.Delivery) ([]event.Event, bool, error) {
 	var c cancelRequest
-	if err := json.Unmarshal(d.Event.Data(), &c); err != nil {
+	if err := bus.DecodeData(d.Event.Data(), &c); err != nil {
 		return nil, false, bus.Permanentf("experiment.cancelled data: %v", err)
 	}
 	reason := c.Reason

@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -55,13 +54,13 @@ func kept(d *bus.Delivery) (bool, error) {
 	switch d.Event.Type() {
 	case typeFeedback:
 		var f feedbackIn
-		if err := json.Unmarshal(d.Event.Data(), &f); err != nil {
+		if err := bus.DecodeData(d.Event.Data(), &f); err != nil {
 			return false, bus.Permanentf("feedback.submitted data: %v", err)
 		}
 		return f.Target == "prompt" && f.negative(), nil
 	case typePromptUsed:
 		var u promptUsed
-		if err := json.Unmarshal(d.Event.Data(), &u); err != nil {
+		if err := bus.DecodeData(d.Event.Data(), &u); err != nil {
 			return false, bus.Permanentf("prompt.used data: %v", err)
 		}
 		return u.RunID != "" && (u.Input != "" || u.Output != ""), nil
@@ -73,7 +72,7 @@ func kept(d *bus.Delivery) (bool, error) {
 // prompt (kept has said it is one).
 func feedbackRow(d *bus.Delivery) (func(*pgx.Batch), error) {
 	var f feedbackIn
-	if err := json.Unmarshal(d.Event.Data(), &f); err != nil {
+	if err := bus.DecodeData(d.Event.Data(), &f); err != nil {
 		return nil, bus.Permanentf("feedback.submitted data: %v", err)
 	}
 	at := d.Event.Time()
@@ -112,7 +111,7 @@ type promptUsed struct {
 // of old events does not bring back what was pruned.
 func usedRow(d *bus.Delivery, now time.Time, retention time.Duration) (func(*pgx.Batch), error) {
 	var u promptUsed
-	if err := json.Unmarshal(d.Event.Data(), &u); err != nil {
+	if err := bus.DecodeData(d.Event.Data(), &u); err != nil {
 		return nil, bus.Permanentf("prompt.used data: %v", err)
 	}
 	at := d.Event.Time()

@@ -68,7 +68,7 @@ type indexerRejected struct {
 // library: a tool's is no concern of the lab.
 func keptRejection(d *bus.Delivery) (bool, error) {
 	var r indexerRejected
-	if err := json.Unmarshal(d.Event.Data(), &r); err != nil {
+	if err := bus.DecodeData(d.Event.Data(), &r); err != nil {
 		return false, bus.Permanentf("indexer.rejected data: %v", err)
 	}
 	return r.EventType == typePromptCreated || r.EventType == typePromptActivated, nil
@@ -77,7 +77,7 @@ func keptRejection(d *bus.Delivery) (bool, error) {
 // applyCreated stores a prompt.created's content under its event id.
 func applyCreated(ctx context.Context, q querier, d *bus.Delivery) error {
 	var p promptCreated
-	if err := json.Unmarshal(d.Event.Data(), &p); err != nil {
+	if err := bus.DecodeData(d.Event.Data(), &p); err != nil {
 		return bus.Permanentf("prompt.created data: %v", err)
 	}
 	params, err := json.Marshal(nonNil(p.Parameters))
@@ -122,7 +122,7 @@ func applyCreated(ctx context.Context, q querier, d *bus.Delivery) error {
 // superseded that one.
 func applyIndexed(ctx context.Context, q querier, d *bus.Delivery) error {
 	var p promptIndexed
-	if err := json.Unmarshal(d.Event.Data(), &p); err != nil {
+	if err := bus.DecodeData(d.Event.Data(), &p); err != nil {
 		return bus.Permanentf("prompt.indexed data: %v", err)
 	}
 	if cause := bus.Causation(d.Event); cause != "" {
@@ -151,7 +151,7 @@ func applyIndexed(ctx context.Context, q querier, d *bus.Delivery) error {
 // is no version (until a newer result says otherwise).
 func applyRejected(ctx context.Context, q querier, d *bus.Delivery) error {
 	var r indexerRejected
-	if err := json.Unmarshal(d.Event.Data(), &r); err != nil {
+	if err := bus.DecodeData(d.Event.Data(), &r); err != nil {
 		return bus.Permanentf("indexer.rejected data: %v", err)
 	}
 	cause := bus.Causation(d.Event)

@@ -1,7 +1,6 @@
 package quality
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -66,7 +65,7 @@ type eventData struct {
 // permanent: the data passed its schema but still names no target.
 func observe(d *bus.Delivery) (observation, error) {
 	var e eventData
-	if err := json.Unmarshal(d.Event.Data(), &e); err != nil {
+	if err := bus.DecodeData(d.Event.Data(), &e); err != nil {
 		return observation{}, bus.Permanentf("decode %s data: %w", d.Event.Type(), err)
 	}
 	o := observation{latencyMs: -1}

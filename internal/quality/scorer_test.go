@@ -521,3 +521,43 @@ func TestTwoScorersSplitTheWork(t *testing.T) {
 	require.Equal(t, float64(len(w.events)), acked(a)+acked(b), "every event acked exactly once")
 	requireStreamReference(t, n, a.Deps.Pool, tenant)
 }
+
+// The scorer counts what the schema checked: a property that differs from
+// a checked one only in letter case is not read in its place, and data
+// naming a property twice is dead-lettered with the reason.
+func TestScorerReadsOnlyTheNamesItsSchemaChecked(t *testing.T) {
+	n := testenv.StartNATS(t)
+	in := startScorer(t, n.URL, testenv.DatabaseURL(t), 50)
+	tenant := testenv.Tenant(t)
+	send := func(raw string) event.Event {
+		ev, err := bus.NewEvent(quality.TypeToolExecuted, tenant, "agent://test", map[string]any{})
+		require.NoError(t, err)
+		ev.DataEncoded = []byte(raw)
+		m, err := bus.Encode(ev)
+		require.NoError(t, err)
+		_, err = n.JS.PublishMsg(context.Background(), m)
+		require.NoError(t, err)
+		return ev
+	}
+	send(`{"tool_name":"search","TOOL_NAME":"evil","success":true,"LATENCY_MS":-5,"Latency_Ms":7}`)
+	dup := send(`{"tool_name":"search","success":true,"success":false}`)
+	send(`{"tool_name":"search","success":false,"latency_ms":20}`)
+
+	testenv.Eventually(t, 30*time.Second, func() bool { return acked(in) == 2 }, "the two readable events applied")
+	got, err := quality.List(context.Background(), in.Deps.Pool, tenant, "", "")
+	require.NoError(t, err)
+	require.Len(t, got, 1, "one target: search, not evil")
+	m := got[0]
+	require.Equal(t, quality.Key{Tenant: tenant, Target: quality.TargetTool, ID: "search"}, m.Key)
+	require.Equal(t, [4]int64{2, 1, 1, 1}, [4]int64{m.TotalCalls, m.Successes, m.Failures, m.LatencyCount},
+		"calls, successes, failures, latencies: the case variants of latency_ms were not read")
+	require.Equal(t, int64(20000), m.LatencySumUs)
+
+	var dl []bus.DeadLetter
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		dl = testenv.DeadLetters(t, n.JS)
+		return len(dl) == 1
+	}, "the event naming success twice dead-lettered")
+	require.Equal(t, dup.ID(), dl[0].EventID)
+	require.Contains(t, dl[0].Reason, `duplicate object member name "success"`)
+}

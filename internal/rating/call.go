@@ -88,7 +88,7 @@ type callData struct {
 // rated (no target, no success).
 func Decode(d *bus.Delivery) (Call, error) {
 	var e callData
-	if err := json.Unmarshal(d.Event.Data(), &e); err != nil {
+	if err := bus.DecodeData(d.Event.Data(), &e); err != nil {
 		return Call{}, bus.Permanentf("decode %s data: %w", d.Event.Type(), err)
 	}
 	c := Call{ErrorClass: e.ErrorClass, RunID: e.RunID, Truncated: e.OutputTruncated, LLMRating: e.LLMRating, LatencyMs: -1}

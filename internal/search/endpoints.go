@@ -2,8 +2,8 @@ package search
 
 import (
 	"context"
-	"encoding/json"
 
+	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/service"
 )
 
@@ -41,7 +41,7 @@ func (s *Searcher) Register(svc *service.Service) error {
 func handle[Req, Resp any](f func(context.Context, string, Req) (Resp, error)) service.Handler {
 	return func(ctx context.Context, r service.Request) (any, error) {
 		var req Req
-		if err := json.Unmarshal(r.Data, &req); err != nil {
+		if err := bus.DecodeData(r.Data, &req); err != nil {
 			return nil, service.BadRequest("request is not the expected JSON object: %s", truncate(err.Error(), 300))
 		}
 		return f(ctx, r.Tenant, req)

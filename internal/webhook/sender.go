@@ -207,7 +207,7 @@ func (s *Sender) post(ctx context.Context, e Endpoint, d *bus.Delivery) (int, er
 func render(f Format, d *bus.Delivery) ([]byte, string, error) {
 	if f == Slack {
 		var data map[string]any
-		if err := json.Unmarshal(d.Event.Data(), &data); err != nil {
+		if err := bus.DecodeData(d.Event.Data(), &data); err != nil {
 			return nil, "", err
 		}
 		text := fmt.Sprintf("*%v* (%s): %v → *%v*", data["tool_name"], d.Tenant, data["previous_state"], data["state"])
