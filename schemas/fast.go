@@ -478,7 +478,26 @@ func fastCheck(root *fastNode, data []byte) verdict {
 	if st.i != len(data) {
 		return unknown
 	}
-	return st.eval(root, top, 0)
+	v := st.eval(root, top, 0)
+	if v == pass && !st.uniqueNames() {
+		return unknown // the library path refuses it, saying where
+	}
+	return v
+}
+
+// uniqueNames reports whether no object of the data, checked by the schema
+// or free-form, names a member twice (false as well when an object has
+// more members than the fast path compares): data agentq refuses.
+func (st *fastState) uniqueNames() bool {
+	for i := range st.vals {
+		if st.vals[i].kind != jObject || st.vals[i].n < 2 {
+			continue
+		}
+		if dup, ok := st.hasDuplicateKeys(int32(i)); dup || !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func (st *fastState) skipSpace() {

@@ -33,6 +33,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
@@ -229,6 +231,9 @@ func validateSlow(eventType string, sch *jsonschema.Schema, data []byte) error {
 	if _, ok := v.(map[string]any); !ok {
 		return &ValidationError{Type: eventType, Problems: []string{"/: got " + jsonType(v) + ", want object"}}
 	}
+	if p := duplicateName(data); p != "" {
+		return &ValidationError{Type: eventType, Problems: []string{p}}
+	}
 	if hasBadNumber(v) {
 		var ps []string
 		numberProblems(v, nil, &ps)
@@ -242,6 +247,25 @@ func validateSlow(eventType string, sch *jsonschema.Schema, data []byte) error {
 		return &ValidationError{Type: eventType, Problems: problems(verr)}
 	}
 	return nil
+}
+
+// duplicateName returns the problem of the first object in data that
+// names a member twice, or "". The library keeps the last copy, as
+// encoding/json would; agentq's consumers read data by exact names and
+// refuse a name given twice (which copy was checked and which is read
+// cannot both be known), so validation refuses it first, with the place.
+// The fast path never passes such data: it sends it here.
+func duplicateName(data []byte) string {
+	err := jsontext.NewDecoder(bytes.NewReader(data)).SkipValue()
+	var serr *jsontext.SyntacticError
+	if !errors.As(err, &serr) || !errors.Is(serr.Err, jsontext.ErrDuplicateName) {
+		return "" // any other error was the library's to report
+	}
+	at := serr.JSONPointer.Parent()
+	if at == "" {
+		at = "/"
+	}
+	return truncate(fmt.Sprintf("%s: member %q given twice", at, serr.JSONPointer.LastToken()), maxProblemLen)
 }
 
 // Has reports whether name, a CloudEvents type or a message name, has a

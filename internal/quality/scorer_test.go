@@ -559,5 +559,6 @@ func TestScorerReadsOnlyTheNamesItsSchemaChecked(t *testing.T) {
 		return len(dl) == 1
 	}, "the event naming success twice dead-lettered")
 	require.Equal(t, dup.ID(), dl[0].EventID)
-	require.Contains(t, dl[0].Reason, `duplicate object member name "success"`)
+	require.Equal(t, "schema", dl[0].ReasonCode)
+	require.Contains(t, dl[0].Reason, `/: member "success" given twice`)
 }
