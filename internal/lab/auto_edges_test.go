@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/lab"
+	"github.com/agentq/agentq/internal/outbox"
 	"github.com/agentq/agentq/internal/provider"
 	"github.com/agentq/agentq/internal/replay"
 	"github.com/agentq/agentq/internal/testenv"
@@ -161,4 +163,71 @@ func reasonsOf(in map[string]map[string]any) map[string]map[string]any {
 		out[k] = map[string]any{"reason_code": v["reason_code"], "reason": v["reason"]}
 	}
 	return out
+}
+
+// TestAutoRunKeepsItsFeedbackThroughAPrune: a run from feedback accepted
+// while the tenant's slot is taken, whose feedback rows are then pruned
+// (past AGENTQ_LAB_FEEDBACK_RETENTION) before it starts, still analyses
+// and generates from that feedback: it took its samples when it was
+// accepted.
+func TestAutoRunKeepsItsFeedbackThroughAPrune(t *testing.T) {
+	a := newAutoWorld(t)
+	cfg := a.cfg
+	cfg.Lab.MaxRunning = 1
+	a.startWith(cfg, a.opts())
+	a.baseline()
+	a.sim.holdQuery("block")
+	blocker := a.request(map[string]any{"prompt_id": a.prompt, "experiment_id": "exp-blocker", "baseline_version": 1,
+		"test_queries": []map[string]any{{"query": "block"}}, "evaluation": map[string]any{"summary": false, "llm_judge": false}})
+	a.eventually(30*time.Second, func() bool { return a.sim.held() == 1 }, func() string { return "the blocker never ran; " + a.describe() })
+	for i := range 5 {
+		a.negative(fmt.Sprintf("pq%d", i))
+	}
+	req := a.request(map[string]any{"prompt_id": a.prompt, "experiment_id": "exp-pruned",
+		"auto": map[string]any{"candidate_count": 1}, "evaluation": map[string]any{"summary": false}})
+	var st map[string]any
+	require.NoError(t, json.Unmarshal(a.result(lab.TypeStarted, req, 20*time.Second).Data(), &st))
+	require.Equal(t, true, st["queued"])
+
+	// Time passes: the feedback is past a retention of an hour, and a
+	// copy's prune deletes it.
+	ctx := context.Background()
+	_, err := a.pool.Exec(ctx, `UPDATE lab_feedback SET submitted_at = now() - interval '2 hours' WHERE tenant_id = $1`, a.tenant)
+	require.NoError(t, err)
+	pcfg := cfg.Lab
+	pcfg.FeedbackRetention = time.Hour
+	pruner, err := lab.New(a.pool, outbox.Discard, lab.Options{Lab: pcfg}, testenv.Logger(t))
+	require.NoError(t, err)
+	used, err := bus.NewEvent(bus.Type("prompt", "used"), a.tenant, "test", map[string]any{"prompt_id": a.prompt, "run_id": "r", "input": "q"})
+	require.NoError(t, err)
+	require.Equal(t, []error{nil}, pruner.HandleBatch(ctx, []*bus.Delivery{{Event: used, Tenant: a.tenant, StreamSeq: 1 << 40, Time: time.Now()}}))
+	var rows int
+	require.NoError(t, a.pool.QueryRow(ctx, `SELECT count(*) FROM lab_feedback WHERE tenant_id = $1`, a.tenant).Scan(&rows))
+	require.Zero(t, rows, "the feedback pruned")
+
+	a.sim.release()
+	require.Equal(t, lab.TypeCompleted, a.ending(blocker, time.Minute).Type())
+	end := a.ending(req, time.Minute)
+	require.Equal(t, lab.TypeCompleted, end.Type(), string(end.Data()))
+	var ad autoData
+	require.NoError(t, json.Unmarshal(end.Data(), &ad))
+	require.Equal(t, 5, ad.Auto.NegativeFeedback)
+	require.Equal(t, 5, ad.Auto.FeedbackSamples)
+	require.Equal(t, []int{2}, ad.CandidateVersions)
+	spec := a.spec("exp-pruned")
+	analyses, gens := a.gen.counts()
+	require.Equal(t, 1, analyses)
+	require.Equal(t, map[string]int{"targeted_fix": 1}, gens)
+	prompts := a.gen.prompts()
+	require.Len(t, prompts, 2)
+	for _, p := range prompts {
+		for i, q := range spec.Queries {
+			fenced := "\n" + q.Query + "\n<<<END USER_QUERY"
+			if slices.Contains(spec.Auto.HeldOut, i) {
+				require.NotContains(t, p, fenced, "held-out query %q was shown", q.Query)
+			} else {
+				require.Contains(t, p, fenced, "the analysis and the generation see the shown feedback %q", q.Query)
+			}
+		}
+	}
 }
