@@ -407,8 +407,8 @@ func (r indexResult) rejection(eventID string) string {
 
 // awaitIndexed waits until the indexer has reported what it did with
 // every published candidate (ids, "" skipped): the version it became, or
-// its rejection, which no later wait would change; within the
-// experiment's time.
+// its rejection (a revision of it, rare, would come too late to wait
+// for); within the experiment's time.
 func (l *Lab) awaitIndexed(ctx context.Context, tenant, promptID string, ids []string) (map[string]indexResult, error) {
 	var want []string
 	for _, id := range ids {
