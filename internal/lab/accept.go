@@ -112,8 +112,8 @@ func (l *Lab) Handle(ctx context.Context, d *bus.Delivery) error {
 // no other trace of a refusal (its result left the outbox once published,
 // and the inbox row does not say what the event was), so Reset cannot keep
 // their inbox rows; the answer on the stream says they were decided. A
-// cancellation accepted then has no answer of its own and is decided again
-// (a cancelled job's is refused as finished).
+// cancellation accepted then has no answer of its own: cancel finds its
+// experiment's cancellation requested and leaves it unanswered.
 func (l *Lab) answered(d *bus.Delivery) bool {
 	if l.published == nil {
 		return false
@@ -269,6 +269,20 @@ func (l *Lab) cancel(ctx context.Context, tx pgx.Tx, d *bus.Delivery) ([]event.E
 	}
 	if err != nil {
 		return nil, false, err
+	}
+	if st.Terminal() && l.rebuild {
+		// Unanswered on the stream (see answered) and undecided by the
+		// lab's record: accepted before the lab recorded its decisions,
+		// or by none yet. A cancellation the experiment had accepted was
+		// this one or an earlier one, and the experiment's end answers
+		// both: never refused again after the fact.
+		js, err := job.Get(ctx, tx, job.Key{Tenant: d.Tenant, Consumer: l.opts.Consumer, ID: c.ExperimentID})
+		if err != nil {
+			return nil, false, err
+		}
+		if js.CancelRequested {
+			return nil, false, nil
+		}
 	}
 	if st.Terminal() {
 		return l.rejected(d, reject(ReasonFinished, map[string]any{"experiment_id": c.ExperimentID, "state": string(st)},

@@ -100,6 +100,9 @@ func autoResult(s Spec, steps map[string]json.RawMessage, trials []Trial, rep *r
 			sort.SliceStable(out.Weaknesses, func(x, y int) bool { return out.Weaknesses[x].Frequency > out.Weaknesses[y].Frequency })
 		}
 	}
+	if raw, ok := steps[stepLeftOut]; ok && out.Candidates == nil {
+		_ = json.Unmarshal(raw, &out.Candidates)
+	}
 	if out.Candidates == nil {
 		var ids []string
 		if raw, ok := steps[stepPublished]; ok {

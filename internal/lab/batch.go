@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/database"
@@ -50,10 +51,26 @@ func isRowEvent(d *bus.Delivery) bool {
 	return t == typeFeedback || t == typePromptUsed
 }
 
-// pruneEvery is how often a lab copy deletes the prompt.used rows past
-// AGENTQ_LAB_FEEDBACK_RETENTION: with the first batch of rows after it
-// starts, then at most once an hour.
+// pruneEvery is how often a lab copy deletes the feedback and prompt.used
+// rows past AGENTQ_LAB_FEEDBACK_RETENTION: with the first batch of rows
+// after it starts, then at most once an hour, unless a prune left rows
+// (see pruneLimit).
 const pruneEvery = time.Hour
+
+// pruneLimit bounds the rows of each table one prune deletes, so that a
+// backlog (a first prune, a retention shortened) never makes a batch's
+// transaction long; a prune that reached it is due again with the next
+// batch of rows.
+const pruneLimit = 1000
+
+// The prunes, bounded: ctid, as internal/database's inbox prune, so the
+// deletion needs no key.
+const (
+	pruneUses = `DELETE FROM lab_prompt_uses WHERE ctid = ANY (ARRAY(
+		SELECT ctid FROM lab_prompt_uses WHERE used_at < $1 LIMIT $2))`
+	pruneFeedback = `DELETE FROM lab_feedback WHERE ctid = ANY (ARRAY(
+		SELECT ctid FROM lab_feedback WHERE submitted_at < $1 LIMIT $2))`
+)
 
 // pruner remembers when this copy last pruned.
 type pruner struct {
@@ -75,9 +92,9 @@ func (p *pruner) done(at time.Time) {
 }
 
 // applyRows applies events of the feedback read model in one transaction:
-// their claims, their rows (none for an event the lab does not keep, or a
-// prompt.used already past the retention) and, when due, the pruning of
-// the prompt.used rows past the retention. An event whose data cannot be
+// their claims, their rows (none for an event the lab does not keep, or
+// one already past the retention) and, when due, the pruning of the rows
+// past the retention. An event whose data cannot be
 // read fails alone.
 func (l *Lab) applyRows(ctx context.Context, ds []*bus.Delivery) []error {
 	errs := make([]error, len(ds))
@@ -95,7 +112,7 @@ func (l *Lab) applyRows(ctx context.Context, ds []*bus.Delivery) []error {
 		var queue func(*pgx.Batch)
 		switch d.Event.Type() {
 		case typeFeedback:
-			queue, err = feedbackRow(d)
+			queue, err = feedbackRow(d, now, retention)
 		case typePromptUsed:
 			queue, err = usedRow(d, now, retention)
 		}
@@ -128,13 +145,19 @@ func (l *Lab) applyRows(ctx context.Context, ds []*bus.Delivery) []error {
 		}
 	}
 	prune := retention > 0 && l.prune.due(now)
+	more := false
 	if prune {
-		b.Queue(`DELETE FROM lab_prompt_uses WHERE used_at < $1`, now.Add(-retention))
+		for _, stmt := range []string{pruneUses, pruneFeedback} {
+			b.Queue(stmt, now.Add(-retention), pruneLimit).Exec(func(tag pgconn.CommandTag) error {
+				more = more || tag.RowsAffected() >= pruneLimit
+				return nil
+			})
+		}
 	}
 	if err := tx.Commit(ctx, b); err != nil {
 		return fail(database.Classify(err))
 	}
-	if prune {
+	if prune && !more {
 		l.prune.done(now)
 	}
 	return errs

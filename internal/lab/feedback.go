@@ -15,8 +15,10 @@ import (
 // The lab's read model of negative feedback, for runs from feedback.
 // feedback.submitted on a prompt is kept when it is negative (thumbs down
 // or a rating under 0.5); prompt.used is kept when it names a run, so that
-// feedback naming only its run finds the query and the response, for
-// AGENTQ_LAB_FEEDBACK_RETENTION (see applyRows); the content hashes the
+// feedback naming only its run finds the query and the response. Both are
+// kept for AGENTQ_LAB_FEEDBACK_RETENTION by their event's time (see
+// applyRows); a run from feedback carries its samples in its spec from
+// its acceptance, so no prune takes them from it. The content hashes the
 // prompt read model keeps with each version (from prompt.indexed) resolve
 // events that name a version by its hash. Every row is one event (applying
 // it again changes nothing) and the joins are made when the feedback is
@@ -69,8 +71,9 @@ func kept(d *bus.Delivery) (bool, error) {
 }
 
 // feedbackRow is the statement keeping a negative feedback.submitted on a
-// prompt (kept has said it is one).
-func feedbackRow(d *bus.Delivery) (func(*pgx.Batch), error) {
+// prompt (kept has said it is one), at its time; nil for one already older
+// than the retention (0: kept forever) at now, as for usedRow.
+func feedbackRow(d *bus.Delivery, now time.Time, retention time.Duration) (func(*pgx.Batch), error) {
 	var f feedbackIn
 	if err := bus.DecodeData(d.Event.Data(), &f); err != nil {
 		return nil, bus.Permanentf("feedback.submitted data: %v", err)
@@ -78,6 +81,9 @@ func feedbackRow(d *bus.Delivery) (func(*pgx.Batch), error) {
 	at := d.Event.Time()
 	if at.IsZero() {
 		at = d.Time // the stream's time when the publisher set none
+	}
+	if retention > 0 && at.Before(now.Add(-retention)) {
+		return nil, nil
 	}
 	var thumbs any
 	if f.Thumbs != "" {

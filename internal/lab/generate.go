@@ -30,7 +30,12 @@ const (
 	stepCandidate = "auto/candidate/" // + index: one generated candidate
 	stepPublished = "auto/published"  // their prompt.created event ids
 	stepAutoSpec  = "auto/spec"       // the experiment with its candidates indexed
+	stepLeftOut   = "auto/left_out"   // the candidates, none usable: why each was left out
 )
+
+// ReasonCandidateRejected fails a run from feedback none of whose
+// candidates is usable, the indexer having rejected at least one.
+const ReasonCandidateRejected = "candidate_rejected"
 
 // labAuthor is the author of the versions the lab generates.
 const labAuthor = "lab"
@@ -160,7 +165,7 @@ func (l *Lab) candidates(ctx context.Context, j *job.Job, s Spec) (Spec, error) 
 	if err != nil {
 		return s, err
 	}
-	versions, err := l.awaitIndexed(ctx, j.Tenant, s.PromptID, ids)
+	indexed, err := l.awaitIndexed(ctx, j.Tenant, s.PromptID, ids)
 	if err != nil {
 		return s, err
 	}
@@ -170,10 +175,16 @@ func (l *Lab) candidates(ctx context.Context, j *job.Job, s Spec) (Spec, error) 
 	auto := *a
 	auto.Weaknesses = reports
 	auto.Candidates = make([]CandidateReport, len(outs))
+	rejected := false
 	for i, o := range outs {
 		c := CandidateReport{Strategy: o.Strategy, Changelog: o.Changelog, EventID: ids[i], Error: o.Error}
+		if c.Error == "" && indexed[ids[i]].version == 0 {
+			// Left out, as a candidate the model botched: the indexer
+			// keeps no version of it, and waiting changes nothing.
+			c.Error, rejected = indexed[ids[i]].rejection(ids[i]), true
+		}
 		if c.Error == "" {
-			v := versions[ids[i]]
+			v := indexed[ids[i]].version
 			for _, vs := range full.Versions {
 				if vs.Version == v {
 					c.Error = fmt.Sprintf("the indexer stored it as version %d, already in the experiment", v)
@@ -191,6 +202,16 @@ func (l *Lab) candidates(ctx context.Context, j *job.Job, s Spec) (Spec, error) 
 		var why []string
 		for i, c := range auto.Candidates {
 			why = append(why, fmt.Sprintf("candidate %d (%s): %s", i+1, c.Strategy, c.Error))
+		}
+		// The failed run's report says why of each candidate, the
+		// indexer's rejections among them.
+		if _, err := job.StepJSON(ctx, j, stepLeftOut, func(context.Context) ([]CandidateReport, error) {
+			return auto.Candidates, nil
+		}); err != nil {
+			return s, err
+		}
+		if rejected {
+			return s, bus.Permanent(&failure{code: ReasonCandidateRejected, err: fmt.Errorf("no usable candidate: %s", strings.Join(why, "; "))})
 		}
 		return s, bus.Permanent(&failure{code: "no_candidates", err: fmt.Errorf("no usable candidate came out of the generation: %s", strings.Join(why, "; "))})
 	}
@@ -364,27 +385,61 @@ func (l *Lab) publishCandidates(ctx context.Context, j *job.Job, s Spec, weak []
 // once.
 const indexPoll = 500 * time.Millisecond
 
-// awaitIndexed waits until the indexer has reported the version of every
-// published candidate (ids, "" skipped), within the experiment's time.
-func (l *Lab) awaitIndexed(ctx context.Context, tenant, promptID string, ids []string) (map[string]int, error) {
+// indexResult is what the indexer did with a candidate's prompt.created,
+// by its newest result: the version it became, or (version 0) why it
+// rejected it.
+type indexResult struct {
+	version      int
+	code, reason string // indexer.rejected's reason_code and reason
+}
+
+// rejection says why the indexer rejected a candidate, for the report.
+func (r indexResult) rejection(eventID string) string {
+	why := "the indexer rejected its prompt.created " + eventID
+	switch {
+	case r.code != "" && r.reason != "":
+		why += ": " + r.code + ": " + r.reason
+	case r.code != "":
+		why += ": " + r.code
+	}
+	return why
+}
+
+// awaitIndexed waits until the indexer has reported what it did with
+// every published candidate (ids, "" skipped): the version it became, or
+// its rejection (a revision of it, rare, would come too late to wait
+// for); within the experiment's time.
+func (l *Lab) awaitIndexed(ctx context.Context, tenant, promptID string, ids []string) (map[string]indexResult, error) {
 	var want []string
 	for _, id := range ids {
 		if id != "" {
 			want = append(want, id)
 		}
 	}
-	got := map[string]int{}
 	tick := time.NewTicker(indexPoll)
 	defer tick.Stop()
 	for {
 		wake := l.indexed.wait()
+		got := map[string]indexResult{}
+		// One statement, one snapshot: a cause is a version, or its newest
+		// result is a rejection, never both.
 		rows, err := l.pool.Query(ctx, `
-			SELECT source_event_id, min(version) FROM lab_prompt_versions
-			WHERE tenant_id = $1 AND prompt_id = $2 AND source_event_id = ANY($3) GROUP BY source_event_id`, tenant, promptID, want)
+			SELECT source_event_id, min(version), '', '' FROM lab_prompt_versions
+			WHERE tenant_id = $1 AND prompt_id = $2 AND source_event_id = ANY($3) GROUP BY source_event_id
+			UNION ALL
+			SELECT cause_id, 0, coalesce(reason_code, ''), coalesce(reason, '') FROM (
+				SELECT DISTINCT ON (cause_id) cause_id, version, reason_code, reason FROM lab_prompt_results
+				WHERE tenant_id = $1 AND cause_id = ANY($3) ORDER BY cause_id, stream_seq DESC, event_id DESC) newest
+			WHERE version IS NULL`, tenant, promptID, want)
 		if err == nil {
 			var id string
-			var v int
-			_, err = pgx.ForEachRow(rows, []any{&id, &v}, func() error { got[id] = v; return nil })
+			var r indexResult
+			_, err = pgx.ForEachRow(rows, []any{&id, &r.version, &r.code, &r.reason}, func() error {
+				if prev, ok := got[id]; !ok || prev.version == 0 {
+					got[id] = r
+				}
+				return nil
+			})
 		}
 		if err != nil {
 			if ctx.Err() == nil {

@@ -122,7 +122,8 @@ type Lab struct {
 	// rebuild marks the lab of a rebuild (RebuildTarget): it decides a
 	// request at its place in the history, never deferring it.
 	rebuild bool
-	// prune times the deletion of prompt.used rows past the retention.
+	// prune times the deletion of the feedback and prompt.used rows past
+	// the retention.
 	prune pruner
 	// published, in a rebuild, reports whether a result id was on the
 	// stream when it began (see answered).

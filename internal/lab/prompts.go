@@ -60,8 +60,10 @@ type promptIndexed struct {
 
 // indexerRejected is the part of indexer.rejected the lab keeps.
 type indexerRejected struct {
-	EventType string `json:"event_type"`
-	EventID   string `json:"event_id"`
+	EventType  string `json:"event_type"`
+	EventID    string `json:"event_id"`
+	ReasonCode string `json:"reason_code"`
+	Reason     string `json:"reason"`
 }
 
 // keptRejection reports whether an indexer.rejected is about the prompt
@@ -148,7 +150,9 @@ func applyIndexed(ctx context.Context, q querier, d *bus.Delivery) error {
 }
 
 // applyRejected records an indexer.rejected of a prompt event: its cause
-// is no version (until a newer result says otherwise).
+// is no version (until a newer result says otherwise), for the reason it
+// gives (a run from feedback fails naming it when its candidate is the
+// cause).
 func applyRejected(ctx context.Context, q querier, d *bus.Delivery) error {
 	var r indexerRejected
 	if err := bus.DecodeData(d.Event.Data(), &r); err != nil {
@@ -159,8 +163,9 @@ func applyRejected(ctx context.Context, q querier, d *bus.Delivery) error {
 		cause = r.EventID
 	}
 	if _, err := q.Exec(ctx, `
-		INSERT INTO lab_prompt_results (tenant_id, event_id, cause_id, stream_seq)
-		VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, d.Tenant, d.Event.ID(), cause, int64(d.StreamSeq)); err != nil {
+		INSERT INTO lab_prompt_results (tenant_id, event_id, cause_id, stream_seq, reason_code, reason)
+		VALUES ($1, $2, $3, $4, nullif($5, ''), nullif($6, '')) ON CONFLICT DO NOTHING`,
+		d.Tenant, d.Event.ID(), cause, int64(d.StreamSeq), r.ReasonCode, cutTo(r.Reason, 2048)); err != nil {
 		return fmt.Errorf("store indexer.rejected: %w", err)
 	}
 	return followCause(ctx, q, d.Tenant, cause)
