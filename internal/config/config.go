@@ -80,8 +80,9 @@ type Lab struct {
 	Holdout         float64 // share of the feedback's test queries kept out of generation
 	Schedule        string  // cron of scheduled auto runs; empty: none (see LabSchedule)
 	SchedulePrompts string  // prompt ids they cover, comma-separated; empty: every prompt the lab knows
-	// FeedbackRetention is how long the lab keeps the prompt.used rows of
-	// its feedback read model; 0 keeps them forever.
+	// FeedbackRetention is how long the lab keeps the prompt.used and
+	// feedback rows of its feedback read model, by the event's time; 0
+	// keeps them forever.
 	FeedbackRetention time.Duration
 }
 
