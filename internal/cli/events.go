@@ -110,46 +110,39 @@ func runPublish(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger,
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return fmt.Errorf("data is not JSON: %w", err)
 	}
-	ev, err := bus.NewEvent(fullType(*typ), *tenant, *source, obj)
+	r, err := newRequest(fullType(*typ), *tenant, *source, obj)
 	if err != nil {
 		return err
 	}
 	if *id != "" {
-		ev.SetID(*id)
+		r.ev.SetID(*id)
 	}
-	reg, err := schemas.Load()
-	if err != nil {
+	if err := r.connect(e, cfg); err != nil {
 		return err
 	}
-	cfg.NATSURL = natsURL(e, cfg)
-	nc, js, err := connect(cfg)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	pub := bus.NewPublisher(js, reg)
+	defer r.close()
 	if *repeat > 1 {
 		// The first in full, then the rest in order, each with its own id.
 		for i := 1; i < *repeat; i++ {
-			if _, err := pub.Publish(ctx, ev); err != nil {
+			if _, err := r.publish(ctx); err != nil {
 				return err
 			}
-			if ev, err = bus.NewEvent(fullType(*typ), *tenant, *source, obj); err != nil {
+			if r.ev, err = bus.NewEvent(fullType(*typ), *tenant, *source, obj); err != nil {
 				return err
 			}
 		}
-		fmt.Fprintf(e.Stdout, "published %d more %s events before this one\n", *repeat-1, ev.Type())
+		fmt.Fprintf(e.Stdout, "published %d more %s events before this one\n", *repeat-1, r.ev.Type())
 	}
-	ack, err := pub.Publish(ctx, ev)
+	ack, err := r.publish(ctx)
 	if err != nil {
 		return err
 	}
-	subject, _ := bus.Subject(ev)
+	subject, _ := bus.Subject(r.ev)
 	dup := ""
 	if ack.Duplicate {
 		dup = " (duplicate id: already in the stream, not stored again)"
 	}
-	fmt.Fprintf(e.Stdout, "published %s id=%s subject=%s stream=%s seq=%d%s\n", ev.Type(), ev.ID(), subject, ack.Stream, ack.Sequence, dup)
+	fmt.Fprintf(e.Stdout, "published %s id=%s subject=%s stream=%s seq=%d%s\n", r.ev.Type(), r.ev.ID(), subject, ack.Stream, ack.Sequence, dup)
 	return nil
 }
 
