@@ -23,10 +23,14 @@ func init() {
 	register("publish", "publish one event (data from --data or stdin), validated against its schema", runPublish)
 	register("tail", "print events from the stream as they arrive (subjects default to every fact)", runTail)
 	register("dlq", "list dead letters with their reasons; redrive them after a fix, or discard them", runDLQ)
-	describe("publish", "--tenant T --type TYPE [--data JSON] [--repeat N] [flags]", `Publishes one event to stream AGENTQ after checking its data against the
+	describe("publish", "--tenant T --type TYPE [--data JSON] [--repeat N] [--traceparent TP [--tracestate TS]] [flags]", `Publishes one event to stream AGENTQ after checking its data against the
 type's JSON schema (schemas/). The data comes from --data, or from stdin
 when --data is absent. A short type such as tool.executed means
-agentq.tool.executed.v1.`)
+agentq.tool.executed.v1.
+
+--traceparent (and --tracestate) put a W3C trace context on the event, the
+CloudEvents distributed-tracing extension: every result the event causes
+carries it, so ratings, quality changes and alerts join that trace.`)
 	describe("tail", "[--all] [--count N] [subject ...]", `Prints the events of stream AGENTQ as they arrive, one line each: time,
 type, tenant, id, cause and data.
 
@@ -82,6 +86,8 @@ func runPublish(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger,
 	source := fs.String("source", "agentq-cli", "CloudEvents source")
 	id := fs.String("id", "", "event id (default: a new UUIDv7)")
 	repeat := fs.Int("repeat", 1, "publish this many events with the same data, each with a new id (a quick way to simulate traffic)")
+	traceparent := fs.String("traceparent", "", "W3C trace context: the event joins this trace, and so do the results it causes")
+	tracestate := fs.String("tracestate", "", "W3C tracestate to carry with --traceparent")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
@@ -98,7 +104,14 @@ func runPublish(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger,
 		return usageError(e, fs, "publish", "--repeat must be 1 to 100000")
 	case *repeat > 1 && *id != "":
 		return usageError(e, fs, "publish", "--id names one event; it excludes --repeat")
+	case *traceparent != "" && !bus.ValidTraceParent(*traceparent):
+		return usageError(e, fs, "publish", "--traceparent %q is not a W3C traceparent: version-traceid-parentid-flags in lower-case hex, e.g. 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", *traceparent)
+	case *tracestate != "" && *traceparent == "":
+		return usageError(e, fs, "publish", "--tracestate goes with --traceparent")
 	}
+	// The CloudEvents distributed-tracing extension, as client.WithTrace
+	// sets it: results carry it on unchanged.
+	trace := bus.TraceContext{Parent: *traceparent, State: *tracestate}
 	raw := []byte(*data)
 	if *data == "" {
 		var err error
@@ -117,6 +130,7 @@ func runPublish(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger,
 	if *id != "" {
 		r.ev.SetID(*id)
 	}
+	trace.Set(&r.ev)
 	if err := r.connect(e, cfg); err != nil {
 		return err
 	}
@@ -130,6 +144,7 @@ func runPublish(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger,
 			if r.ev, err = bus.NewEvent(fullType(*typ), *tenant, *source, obj); err != nil {
 				return err
 			}
+			trace.Set(&r.ev)
 		}
 		fmt.Fprintf(e.Stdout, "published %d more %s events before this one\n", *repeat-1, r.ev.Type())
 	}
