@@ -70,15 +70,7 @@ func TestFeedbackRowsBatchedAndPruned(t *testing.T) {
 		require.NoError(t, err, "event %d", i)
 	}
 
-	var runs []string
-	rows, err := pool.Query(ctx, `SELECT run_id FROM lab_prompt_uses WHERE tenant_id = $1 ORDER BY run_id`, tenant)
-	require.NoError(t, err)
-	for rows.Next() {
-		var r string
-		require.NoError(t, rows.Scan(&r))
-		runs = append(runs, r)
-	}
-	require.NoError(t, rows.Err())
+	runs := testenv.Strings(t, pool, `SELECT run_id FROM lab_prompt_uses WHERE tenant_id = $1 ORDER BY run_id`, tenant)
 	require.Equal(t, []string{"old-fresh", "r1", "r2", "r3"}, runs, "the month-old row pruned, the stale event not stored")
 	var usedAt time.Time
 	require.NoError(t, pool.QueryRow(ctx, `SELECT used_at FROM lab_prompt_uses WHERE tenant_id = $1 AND run_id = 'r1'`, tenant).Scan(&usedAt))
