@@ -194,18 +194,19 @@ func TestComposeHTTPServices(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, strconv.Itoa(int(hs.port)), port)
 
-			// The healthcheck asks /healthz where the process serves it:
-			// the ingest on AGENTQ_METRICS_ADDR (as the consumers), the MCP
-			// server on its own port.
+			// Both serve /metrics on AGENTQ_METRICS_ADDR, inside the
+			// compose network. The healthcheck asks /healthz where the
+			// process serves it: the ingest on AGENTQ_METRICS_ADDR (as the
+			// consumers), the MCP server on its own port.
+			_, mport, err := net.SplitHostPort(cfg.MetricsAddr)
+			require.NoError(t, err)
+			assert.Contains(t, svc.Expose, mport)
 			require.NotNil(t, svc.HealthCheck)
 			test := []string(svc.HealthCheck.Test)
 			require.GreaterOrEqual(t, len(test), 3)
 			assert.Equal(t, []string{"CMD", path.Join(binDir, "agentq"), "healthcheck"}, test[:3])
 			if hs.name == "ingest" {
 				assert.Len(t, test, 3)
-				_, mport, err := net.SplitHostPort(cfg.MetricsAddr)
-				require.NoError(t, err)
-				assert.Contains(t, svc.Expose, mport)
 			} else {
 				assert.Equal(t, []string{"--addr", "127.0.0.1:" + port}, test[3:])
 			}

@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS prompts (
     tenant_id       text        NOT NULL,
     id              text        NOT NULL,
     version         integer     NOT NULL CHECK (version >= 1),
-    hash            text        NOT NULL,  -- seed 000: sha256 of {id, version, content, type}
+    hash            text        NOT NULL,  -- sha256 of {id, version, content, type}
     type            text        NOT NULL,
     name            text        NOT NULL,
     description     text        NOT NULL DEFAULT '',

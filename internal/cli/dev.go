@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -301,20 +300,7 @@ func redact(raw string) string {
 // on an address; stop shuts the server down. The listener is bound by the
 // caller so that a taken port fails agentq dev before its banner.
 func serveMetrics(ln net.Listener, d *app.Deps, log zerolog.Logger) (stop func()) {
-	srv := &http.Server{Handler: app.MetricsHandler(d), ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error().Err(err).Str("addr", ln.Addr().String()).Msg("metrics server")
-		}
-	}()
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	}
+	return serveHandler(ln, app.MetricsHandler(d), log)
 }
 
 func metricsURL(addr string) string {

@@ -23,10 +23,14 @@ func init() {
 	register("publish", "publish one event (data from --data or stdin), validated against its schema", runPublish)
 	register("tail", "print events from the stream as they arrive (subjects default to every fact)", runTail)
 	register("dlq", "list dead letters with their reasons; redrive them after a fix, or discard them", runDLQ)
-	describe("publish", "--tenant T --type TYPE [--data JSON] [--repeat N] [flags]", `Publishes one event to stream AGENTQ after checking its data against the
+	describe("publish", "--tenant T --type TYPE [--data JSON] [--repeat N] [--traceparent TP [--tracestate TS]] [flags]", `Publishes one event to stream AGENTQ after checking its data against the
 type's JSON schema (schemas/). The data comes from --data, or from stdin
 when --data is absent. A short type such as tool.executed means
-agentq.tool.executed.v1.`)
+agentq.tool.executed.v1.
+
+--traceparent (and --tracestate) put a W3C trace context on the event, the
+CloudEvents distributed-tracing extension: every result the event causes
+carries it, so ratings, quality changes and alerts join that trace.`)
 	describe("tail", "[--all] [--count N] [subject ...]", `Prints the events of stream AGENTQ as they arrive, one line each: time,
 type, tenant, id, cause and data.
 
@@ -82,6 +86,8 @@ func runPublish(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger,
 	source := fs.String("source", "agentq-cli", "CloudEvents source")
 	id := fs.String("id", "", "event id (default: a new UUIDv7)")
 	repeat := fs.Int("repeat", 1, "publish this many events with the same data, each with a new id (a quick way to simulate traffic)")
+	traceparent := fs.String("traceparent", "", "W3C trace context: the event joins this trace, and so do the results it causes")
+	tracestate := fs.String("tracestate", "", "W3C tracestate to carry with --traceparent")
 	if err := fs.Parse(args); err != nil {
 		return parseError(err)
 	}
@@ -98,7 +104,14 @@ func runPublish(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger,
 		return usageError(e, fs, "publish", "--repeat must be 1 to 100000")
 	case *repeat > 1 && *id != "":
 		return usageError(e, fs, "publish", "--id names one event; it excludes --repeat")
+	case *traceparent != "" && !bus.ValidTraceParent(*traceparent):
+		return usageError(e, fs, "publish", "--traceparent %q is not a W3C traceparent: version-traceid-parentid-flags in lower-case hex, e.g. 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", *traceparent)
+	case *tracestate != "" && *traceparent == "":
+		return usageError(e, fs, "publish", "--tracestate goes with --traceparent")
 	}
+	// The CloudEvents distributed-tracing extension, as client.WithTrace
+	// sets it: results carry it on unchanged.
+	trace := bus.TraceContext{Parent: *traceparent, State: *tracestate}
 	raw := []byte(*data)
 	if *data == "" {
 		var err error
@@ -110,46 +123,41 @@ func runPublish(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger,
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return fmt.Errorf("data is not JSON: %w", err)
 	}
-	ev, err := bus.NewEvent(fullType(*typ), *tenant, *source, obj)
+	r, err := newRequest(fullType(*typ), *tenant, *source, obj)
 	if err != nil {
 		return err
 	}
 	if *id != "" {
-		ev.SetID(*id)
+		r.ev.SetID(*id)
 	}
-	reg, err := schemas.Load()
-	if err != nil {
+	trace.Set(&r.ev)
+	if err := r.connect(e, cfg); err != nil {
 		return err
 	}
-	cfg.NATSURL = natsURL(e, cfg)
-	nc, js, err := connect(cfg)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	pub := bus.NewPublisher(js, reg)
+	defer r.close()
 	if *repeat > 1 {
 		// The first in full, then the rest in order, each with its own id.
 		for i := 1; i < *repeat; i++ {
-			if _, err := pub.Publish(ctx, ev); err != nil {
+			if _, err := r.publish(ctx); err != nil {
 				return err
 			}
-			if ev, err = bus.NewEvent(fullType(*typ), *tenant, *source, obj); err != nil {
+			if r.ev, err = bus.NewEvent(fullType(*typ), *tenant, *source, obj); err != nil {
 				return err
 			}
+			trace.Set(&r.ev)
 		}
-		fmt.Fprintf(e.Stdout, "published %d more %s events before this one\n", *repeat-1, ev.Type())
+		fmt.Fprintf(e.Stdout, "published %d more %s events before this one\n", *repeat-1, r.ev.Type())
 	}
-	ack, err := pub.Publish(ctx, ev)
+	ack, err := r.publish(ctx)
 	if err != nil {
 		return err
 	}
-	subject, _ := bus.Subject(ev)
+	subject, _ := bus.Subject(r.ev)
 	dup := ""
 	if ack.Duplicate {
 		dup = " (duplicate id: already in the stream, not stored again)"
 	}
-	fmt.Fprintf(e.Stdout, "published %s id=%s subject=%s stream=%s seq=%d%s\n", ev.Type(), ev.ID(), subject, ack.Stream, ack.Sequence, dup)
+	fmt.Fprintf(e.Stdout, "published %s id=%s subject=%s stream=%s seq=%d%s\n", r.ev.Type(), r.ev.ID(), subject, ack.Stream, ack.Sequence, dup)
 	return nil
 }
 

@@ -21,7 +21,6 @@ import (
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/lab"
 	"github.com/agentq/agentq/internal/promptfoo"
-	"github.com/agentq/agentq/schemas"
 )
 
 // This file holds agentq experiment's dispatch and run: requesting
@@ -190,43 +189,34 @@ func runExperimentRun(ctx context.Context, e Env, cfg config.Config, args []stri
 	if _, ok := data["experiment_id"]; !ok {
 		data["experiment_id"] = defaultExperimentID(promptID, time.Now())
 	}
-	reg, err := schemas.Load()
+	r, err := newRequest(lab.TypeRequested, *tenant, cliSource, data)
 	if err != nil {
 		return err
 	}
-	ev, err := bus.NewEvent(lab.TypeRequested, *tenant, "agentq-cli", data)
-	if err != nil {
-		return err
-	}
-	if err := reg.Validate(ev.Type(), ev.Data()); err != nil {
+	if err := r.check(); err != nil {
 		return usageError(e, fs, name, "the experiment is not a valid experiment.requested: %v", err)
 	}
+	ev := r.ev
 	expID := data["experiment_id"].(string)
 
-	cfg.NATSURL = natsURL(e, cfg)
-	nc, js, err := connect(cfg)
-	if err != nil {
+	if err := r.connect(e, cfg); err != nil {
 		return err
 	}
-	defer nc.Close()
-	start, err := streamEnd(ctx, js)
-	if err != nil {
-		return err
-	}
-	reply, err := followFrom(ctx, js, start, *tenant, []string{ev.ID()}, lab.TypeStarted, lab.TypeRejected)
+	defer r.close()
+	reply, err := r.follow(ctx, []string{lab.TypeStarted, lab.TypeRejected})
 	if err != nil {
 		return err
 	}
 	defer reply.Stop()
 	var ending *answer.Set
 	if *wait {
-		if ending, err = followFrom(ctx, js, start, *tenant, []string{ev.ID()}, lab.TypeCompleted, lab.TypeFailed); err != nil {
+		if ending, err = r.follow(ctx, []string{lab.TypeCompleted, lab.TypeFailed}); err != nil {
 			return err
 		}
 		defer ending.Stop()
 	}
-	warnIfNoConsumer(ctx, e, js, "lab")
-	if _, err := bus.NewPublisher(js, reg).Publish(ctx, ev); err != nil {
+	warnIfNoConsumer(ctx, e, r.js, "lab")
+	if _, err := r.publish(ctx); err != nil {
 		return err
 	}
 	reply.Wait(ctx, *timeout, nil)
@@ -489,27 +479,6 @@ func promptfooVersions(ctx context.Context, e Env, cfg config.Config, tenant str
 		data["name"] = s.Description
 	}
 	return nil
-}
-
-// streamEnd is stream AGENTQ's last sequence: answers to events published
-// from now on come after it.
-func streamEnd(ctx context.Context, js jetstream.JetStream) (uint64, error) {
-	s, err := js.Stream(ctx, bus.StreamName)
-	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", bus.StreamName, err)
-	}
-	return s.CachedInfo().State.LastSeq, nil
-}
-
-// followFrom follows tenant's results of types after sequence start and
-// keeps those caused by causes.
-func followFrom(ctx context.Context, js jetstream.JetStream, start uint64, tenant string, causes []string, types ...string) (*answer.Set, error) {
-	subjects := make([]string, len(types))
-	for i, t := range types {
-		subjects[i], _ = bus.SubjectFor(t, tenant)
-	}
-	return answer.Follow(ctx, js, subjects,
-		jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start + 1}, causes)
 }
 
 // warnIfNoConsumer notes on stderr when stream AGENTQ has no consumer of

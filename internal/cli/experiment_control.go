@@ -7,16 +7,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/indexer"
 	"github.com/agentq/agentq/internal/lab"
 	labreport "github.com/agentq/agentq/internal/report"
-	"github.com/agentq/agentq/schemas"
 )
 
 // This file holds the commands that change an experiment's course:
@@ -50,38 +49,28 @@ func runExperimentCancel(ctx context.Context, e Env, cfg config.Config, args []s
 	if *by != "" {
 		data["cancelled_by"] = *by
 	}
-	reg, err := schemas.Load()
+	r, err := newRequest(lab.TypeCancelled, tenant, cliSource, data)
 	if err != nil {
 		return err
 	}
-	ev, err := bus.NewEvent(lab.TypeCancelled, tenant, "agentq-cli", data)
-	if err != nil {
+	if err := r.connect(e, cfg); err != nil {
 		return err
 	}
-	cfg.NATSURL = natsURL(e, cfg)
-	nc, js, err := connect(cfg)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	start, err := streamEnd(ctx, js)
-	if err != nil {
-		return err
-	}
+	defer r.close()
 	// The lab refuses the cancellation (an answer to it), or the
 	// experiment ends (an answer to its request).
-	ans, err := followFrom(ctx, js, start, tenant, []string{ev.ID(), x.RequestEventID}, lab.TypeRejected, lab.TypeCompleted, lab.TypeFailed)
+	ans, err := r.follow(ctx, []string{lab.TypeRejected, lab.TypeCompleted, lab.TypeFailed}, x.RequestEventID)
 	if err != nil {
 		return err
 	}
 	defer ans.Stop()
-	if _, err := bus.NewPublisher(js, reg).Publish(ctx, ev); err != nil {
+	if _, err := r.publish(ctx); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(*timeout)
 	for {
 		ans.Wait(ctx, time.Until(deadline), nil)
-		if a, ok := ans.Get(ev.ID()); ok && a.Type == lab.TypeRejected {
+		if a, ok := ans.Get(r.ev.ID()); ok && a.Type == lab.TypeRejected {
 			var r rejected
 			_ = json.Unmarshal(a.Data, &r)
 			return fmt.Errorf("refused by the lab: %s: %s", r.ReasonCode, oneLineText(r.Reason))
@@ -180,49 +169,51 @@ func runExperimentActivate(ctx context.Context, e Env, cfg config.Config, args [
 	if *by != "" {
 		data["activated_by"] = *by
 	}
-	reg, err := schemas.Load()
+	req, err := newRequest(indexer.TypePromptActivated, tenant, cliSource, data)
 	if err != nil {
 		return err
 	}
-	ev, err := bus.NewEvent(indexer.TypePromptActivated, tenant, "agentq-cli", data)
-	if err != nil {
+	if err := req.check(); err != nil {
 		return err
 	}
-	if err := reg.Validate(ev.Type(), ev.Data()); err != nil {
-		return err
-	}
-	cfg.NATSURL = natsURL(e, cfg)
-	nc, js, err := connect(cfg)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	a, err := awaitOne(ctx, e, js, reg, ev, indexer.TypePromptIndexed, *timeout)
-	if err != nil {
-		return err
-	}
-	out := activation{EventID: ev.ID(), ExperimentID: id, PromptID: x.PromptID, Version: target, Label: *label}
-	var failure error
-	out.activationOutcome, failure = readActivation(a, *timeout, ev.ID())
-	if *asJSON {
-		if err := writeJSON(e.Stdout, out); err != nil {
-			return err
-		}
-	} else if failure == nil {
-		fmt.Fprintf(e.Stdout, "%s@%d is now %s for tenant %s (labels on this version: %s), activated from experiment %s\n",
-			x.PromptID, target, *label, tenant, strings.Join(out.Labels, ", "), id)
-	}
-	return failure
+	return activate(ctx, e, cfg, req, activation{ExperimentID: id, PromptID: x.PromptID, Version: target, Label: *label}, *timeout, *asJSON)
 }
 
-// activation is what activate --json prints.
+// activation is what prompt activate and experiment activate print with
+// --json.
 type activation struct {
 	EventID      string `json:"event_id"`
-	ExperimentID string `json:"experiment_id"`
+	ExperimentID string `json:"experiment_id,omitempty"` // experiment activate's
 	PromptID     string `json:"prompt_id"`
 	Version      int    `json:"version"`
 	Label        string `json:"label"`
 	activationOutcome
+}
+
+// activate publishes r, a prompt.activated that moves out's label, waits
+// up to timeout for the indexer's answer and prints the outcome (finish).
+// The error says why the label did not move.
+func activate(ctx context.Context, e Env, cfg config.Config, r *request, out activation, timeout time.Duration, asJSON bool) error {
+	if err := r.connect(e, cfg); err != nil {
+		return err
+	}
+	defer r.close()
+	warnIfNoIndexer(ctx, e, r.js)
+	a, err := r.await(ctx, indexer.TypePromptIndexed, indexer.TypeRejected, timeout)
+	if err != nil {
+		return err
+	}
+	out.EventID = r.ev.ID()
+	var failure error
+	out.activationOutcome, failure = readActivation(a, timeout, r.ev.ID())
+	return finish(e, asJSON, out, failure, func(w io.Writer) {
+		from := ""
+		if out.ExperimentID != "" {
+			from = ", activated from experiment " + out.ExperimentID
+		}
+		fmt.Fprintf(w, "%s@%d is now %s for tenant %s (labels on this version: %s)%s\n",
+			out.PromptID, out.Version, out.Label, r.tenant(), strings.Join(out.Labels, ", "), from)
+	})
 }
 
 // activationReason is the reason prompt.activated records.

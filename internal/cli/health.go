@@ -12,12 +12,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
-	"github.com/agentq/agentq/internal/answer"
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/database"
 	"github.com/agentq/agentq/internal/health"
-	"github.com/agentq/agentq/schemas"
 )
 
 // This file holds agentq alerts and agentq tool health / release: what an
@@ -277,42 +275,31 @@ func runToolRelease(ctx context.Context, e Env, cfg config.Config, args []string
 	if *by != "" {
 		data["released_by"] = *by
 	}
-	reg, err := schemas.Load()
+	r, err := newRequest(health.TypeToolReleased, *tenant, cliSource, data)
 	if err != nil {
 		return err
 	}
-	ev, err := bus.NewEvent(health.TypeToolReleased, *tenant, "agentq-cli", data)
-	if err != nil {
-		return err
-	}
-	if err := reg.Validate(ev.Type(), ev.Data()); err != nil {
+	if err := r.check(); err != nil {
 		return usageError(e, fs, name, "%v", err)
 	}
-	cfg.NATSURL = natsURL(e, cfg)
-	nc, js, err := connect(cfg)
-	if err != nil {
+	if err := r.connect(e, cfg); err != nil {
 		return err
 	}
-	defer nc.Close()
-	got, err := answer.Await(ctx, js, reg, ev, health.TypeToolRecovered, health.TypeRejected, *timeout)
+	defer r.close()
+	got, err := r.await(ctx, health.TypeToolRecovered, health.TypeRejected, *timeout)
 	if err != nil {
 		return err
 	}
 	if got == nil {
-		return fmt.Errorf("no answer from the degrader within %s to tool.released %s: is the degrader running (`make dev` runs it)?", *timeout, ev.ID())
+		return fmt.Errorf("no answer from the degrader within %s to tool.released %s: is the degrader running (`make dev` runs it)?", *timeout, r.ev.ID())
 	}
-	a := alertLine{Time: got.At, Tenant: *tenant, Type: got.Type, ID: got.ID, Cause: ev.ID()}
+	a := alertLine{Time: got.At, Tenant: *tenant, Type: got.Type, ID: got.ID, Cause: r.ev.ID()}
 	_ = json.Unmarshal(got.Data, &a.Data)
-	if *asJSON {
-		if err := writeJSON(e.Stdout, a); err != nil {
-			return err
-		}
-	}
+	var failure error
 	if a.Type == health.TypeRejected {
-		return fmt.Errorf("refused: %v", a.Data["reason"])
+		failure = fmt.Errorf("refused: %v", a.Data["reason"])
 	}
-	if !*asJSON {
-		fmt.Fprintf(e.Stdout, "%s is on probation for tenant %s: searchable again; its next calls decide (until %v)\n", pos[0], *tenant, a.Data["probation_ends_at"])
-	}
-	return nil
+	return finish(e, *asJSON, a, failure, func(w io.Writer) {
+		fmt.Fprintf(w, "%s is on probation for tenant %s: searchable again; its next calls decide (until %v)\n", pos[0], *tenant, a.Data["probation_ends_at"])
+	})
 }

@@ -13,8 +13,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
 	"github.com/agentq/agentq/internal/auth"
@@ -86,21 +84,17 @@ func runIngest(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger
 	if err := bus.EnsureStreams(ctx, js, cfg.Stream); err != nil {
 		return err
 	}
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry := newRegistry()
 	h, err := ingest.New(nc, reg, tokens, ingestOptions(cfg, registry, log))
 	if err != nil {
 		return err
 	}
-	if cfg.MetricsAddr != "" {
-		mln, err := net.Listen("tcp", cfg.MetricsAddr)
-		if err != nil {
-			return fmt.Errorf("metrics address %s is not available (%v): set AGENTQ_METRICS_ADDR to a free host:port, or off", cfg.MetricsAddr, err)
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
-		mux.Handle("/healthz", h)
-		stop := serveHandler(mln, mux, log)
+	mln, err := listenMetrics(cfg)
+	if err != nil {
+		return err
+	}
+	if mln != nil {
+		stop := serveHandler(mln, metricsHandler(registry, h), log)
 		defer stop()
 	}
 	fmt.Fprintf(e.Stdout, "agentq ingest: POST CloudEvents to %s (NATS %s; %d tokens from %s, reloaded when it changes). Ctrl-C stops it.\n",

@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
 	"github.com/agentq/agentq/internal/auth"
@@ -40,7 +42,10 @@ Authorization: Bearer header with a token of the token file
 tenant the request acts for. A request without a known token is answered
 401. Tokens added to or removed from the file take effect within seconds.
 GET /healthz answers 200 while NATS is connected (agentq healthcheck
---addr ADDR).
+--addr ADDR). /metrics (agentq_mcp_requests_total{code}, Go and process
+metrics) and /healthz are also served on AGENTQ_METRICS_ADDR, as every
+agentq process does; when that is the default address and taken (by
+agentq dev), the server goes on without them.
 
 --read-only (or AGENTQ_MCP_READ_ONLY=true) leaves out the tools that
 write: prompt_create, tool_report and feedback_submit.`)
@@ -113,15 +118,36 @@ func runMCP(ctx context.Context, e Env, cfg config.Config, log zerolog.Logger, a
 	if err != nil {
 		return err
 	}
+	registry := newRegistry()
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentq_mcp_requests_total",
+		Help: "Requests to /mcp by HTTP status code (401: no known bearer token).",
+	}, []string{"code"})
+	registry.MustRegister(requests)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", h)
+	mux.Handle("/mcp", promhttp.InstrumentHandlerCounter(requests, h))
 	mux.HandleFunc("GET /healthz", srv.Healthz)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}
+	defer ln.Close()
+	metrics := "off"
+	mln, err := listenMetrics(cfg)
+	switch {
+	case err != nil && e.Getenv("AGENTQ_METRICS_ADDR") == "":
+		// The default address is agentq dev's too: next to it, serve MCP
+		// without metrics rather than not at all.
+		fmt.Fprintf(e.Stderr, "note: %v\n", err)
+	case err != nil:
+		return err
+	case mln != nil:
+		stop := serveHandler(mln, metricsHandler(registry, http.HandlerFunc(srv.Healthz)), log)
+		defer stop()
+		metrics = "http://" + mln.Addr().String() + "/metrics"
+	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(e.Stdout, "agentq mcp: serving streamable HTTP at http://%s/mcp (%s tools, %d tokens)\n", ln.Addr(), mode, tokens.Tokens().Len())
+	fmt.Fprintf(e.Stdout, "agentq mcp: serving streamable HTTP at http://%s/mcp (%s tools, %d tokens; metrics %s)\n", ln.Addr(), mode, tokens.Tokens().Len(), metrics)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

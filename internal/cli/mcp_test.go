@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -114,7 +115,7 @@ func TestReadmeMCPConfig(t *testing.T) {
 	line := regexp.MustCompile(`(?m)^line for the token file: (.+)$`).FindStringSubmatch(out)[1]
 	tokens := filepath.Join(dir, "tokens.txt")
 	require.NoError(t, os.WriteFile(tokens, []byte(line+"\n"), 0o600))
-	env := map[string]string{"AGENTQ_TOKEN_FILE": tokens}
+	env := map[string]string{"AGENTQ_TOKEN_FILE": tokens, "AGENTQ_METRICS_ADDR": "off"}
 	for k, v := range client {
 		env[k] = v
 	}
@@ -216,4 +217,70 @@ func TestMCPUsage(t *testing.T) {
 		require.NotEqual(t, 0, code, "%v", tc.args)
 		require.Contains(t, errOut, tc.want, "%v", tc.args)
 	}
+}
+
+// agentq mcp --http serves /metrics and /healthz on AGENTQ_METRICS_ADDR, as
+// the other agentq processes do, counting /mcp's requests by status code;
+// a metrics address set and taken stops it before it serves.
+func TestMCPHTTPMetrics(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := testenv.StartNATS(t)
+	tokens := filepath.Join(t.TempDir(), "tokens.txt")
+	require.NoError(t, os.WriteFile(tokens, []byte(testenv.Tenant(t)+" aq_metricstesttoken\n"), 0o600))
+	env := map[string]string{"AGENTQ_NATS_URL": n.URL, "AGENTQ_TOKEN_FILE": tokens, "AGENTQ_METRICS_ADDR": "127.0.0.1:0"}
+
+	hctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var hout, herr syncBuffer
+	hdone := make(chan int, 1)
+	go func() {
+		hdone <- cli.Run(hctx, cli.Env{Args: []string{"mcp", "--http", "127.0.0.1:0"}, Getenv: getenv(env, noDevState),
+			Stdin: strings.NewReader(""), Stdout: &hout, Stderr: &herr})
+	}()
+	var addr, metrics string
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		m := regexp.MustCompile(`http://(\S+)/mcp .*metrics (http://\S+/metrics)\)`).FindStringSubmatch(hout.String())
+		if m != nil {
+			addr, metrics = m[1], m[2]
+		}
+		return m != nil
+	}, "agentq mcp --http says where it serves: %s %s", hout.String(), herr.String())
+
+	get := func(url string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(url)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(body)
+	}
+	for range 2 {
+		resp, err := http.Post("http://"+addr+"/mcp", "application/json", strings.NewReader(`{}`))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	}
+	code, body := get(metrics)
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, `agentq_mcp_requests_total{code="401"} 2`)
+	require.Contains(t, body, "go_goroutines ")
+	require.Contains(t, body, "process_cpu_seconds_total ")
+	code, body = get(strings.TrimSuffix(metrics, "/metrics") + "/healthz")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "ok\n", body)
+	stop()
+	require.Equal(t, 0, <-hdone, herr.String())
+
+	// An address set and taken: refused, with the way out.
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	env["AGENTQ_METRICS_ADDR"] = taken.Addr().String()
+	code, out, errOut := run(ctx, env, "", "mcp", "--http", "127.0.0.1:0")
+	require.Equal(t, 1, code)
+	require.Empty(t, out, "no line says it serves")
+	require.Contains(t, errOut, "metrics address "+taken.Addr().String()+" is not available")
+	require.Contains(t, errOut, "AGENTQ_METRICS_ADDR")
 }

@@ -11,15 +11,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/agentq/agentq/internal/answer"
 	"github.com/agentq/agentq/internal/bus"
 	"github.com/agentq/agentq/internal/config"
 	"github.com/agentq/agentq/internal/indexer"
-	"github.com/agentq/agentq/schemas"
 )
 
 // This file holds agentq prompt's dispatch (shared with agentq tool,
@@ -268,51 +265,14 @@ func runPromptActivate(ctx context.Context, e Env, cfg config.Config, args []str
 	if *by != "" {
 		data["activated_by"] = *by
 	}
-	reg, err := schemas.Load()
+	r, err := newRequest(indexer.TypePromptActivated, *tenant, cliSource, data)
 	if err != nil {
 		return err
 	}
-	ev, err := bus.NewEvent(indexer.TypePromptActivated, *tenant, "agentq-cli", data)
-	if err != nil {
-		return err
-	}
-	if err := reg.Validate(ev.Type(), ev.Data()); err != nil {
+	if err := r.check(); err != nil {
 		return usageError(e, fs, name, "%v", err)
 	}
-	cfg.NATSURL = natsURL(e, cfg)
-	nc, js, err := connect(cfg)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	a, err := awaitOne(ctx, e, js, reg, ev, indexer.TypePromptIndexed, *timeout)
-	if err != nil {
-		return err
-	}
-	out := struct {
-		EventID  string `json:"event_id"`
-		PromptID string `json:"prompt_id"`
-		Version  int    `json:"version"`
-		Label    string `json:"label"`
-		activationOutcome
-	}{EventID: ev.ID(), PromptID: pos[0], Version: version, Label: *label}
-	var failure error
-	out.activationOutcome, failure = readActivation(a, *timeout, ev.ID())
-	if *asJSON {
-		if err := writeJSON(e.Stdout, out); err != nil {
-			return err
-		}
-	} else if failure == nil {
-		fmt.Fprintf(e.Stdout, "%s@%d is now %s for tenant %s (labels on this version: %s)\n", pos[0], version, *label, *tenant, strings.Join(out.Labels, ", "))
-	}
-	return failure
-}
-
-// awaitOne publishes ev and waits up to timeout for its answer of type
-// okType or indexer.rejected; it returns nil when none came.
-func awaitOne(ctx context.Context, e Env, js jetstream.JetStream, reg *schemas.Registry, ev event.Event, okType string, timeout time.Duration) (*answer.Answer, error) {
-	warnIfNoIndexer(ctx, e, js)
-	return answer.Await(ctx, js, reg, ev, okType, indexer.TypeRejected, timeout)
+	return activate(ctx, e, cfg, r, activation{PromptID: pos[0], Version: version, Label: *label}, *timeout, *asJSON)
 }
 
 // activationOutcome is what the indexer answered to a prompt.activated.

@@ -94,8 +94,8 @@ type Alerts struct {
 	WebhookGiveUp  time.Duration // oldest alert still retried
 }
 
-// Search configures the indexer's search service (AGENTQ_SEARCH_*), the
-// 3-stage pipeline of seeds 000/001.
+// Search configures the indexer's search service (AGENTQ_SEARCH_*): its
+// three stages of retrieval, ranking and rendering.
 type Search struct {
 	PromptK, PromptLimit int           // candidates retrieved, results returned
 	ToolK, ToolLimit     int           //

@@ -381,14 +381,6 @@ func TestPruneInbox(t *testing.T) {
 	n, err := database.PruneInbox(ctx, pool, 24*time.Hour)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, n, int64(2))
-	var left []string
-	rows, err := pool.Query(ctx, `SELECT event_id FROM inbox WHERE tenant_id = $1 ORDER BY event_id`, tenant)
-	require.NoError(t, err)
-	for rows.Next() {
-		var id string
-		require.NoError(t, rows.Scan(&id))
-		left = append(left, id)
-	}
-	require.NoError(t, rows.Err())
+	left := testenv.Strings(t, pool, `SELECT event_id FROM inbox WHERE tenant_id = $1 ORDER BY event_id`, tenant)
 	require.Equal(t, []string{"new-1"}, left)
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/bus"
@@ -78,24 +77,12 @@ func TestFeedbackRowsBatchedAndPruned(t *testing.T) {
 		require.NoError(t, err, "event %d", i)
 	}
 
-	var runs []string
-	rows, err := pool.Query(ctx, `SELECT run_id FROM lab_prompt_uses WHERE tenant_id = $1 ORDER BY run_id`, tenant)
-	require.NoError(t, err)
-	for rows.Next() {
-		var r string
-		require.NoError(t, rows.Scan(&r))
-		runs = append(runs, r)
-	}
-	require.NoError(t, rows.Err())
+	runs := testenv.Strings(t, pool, `SELECT run_id FROM lab_prompt_uses WHERE tenant_id = $1 ORDER BY run_id`, tenant)
 	require.Equal(t, []string{"old-fresh", "r1", "r2", "r3"}, runs, "the month-old row pruned, the stale event not stored")
 	var usedAt time.Time
 	require.NoError(t, pool.QueryRow(ctx, `SELECT used_at FROM lab_prompt_uses WHERE tenant_id = $1 AND run_id = 'r1'`, tenant).Scan(&usedAt))
 	require.Equal(t, now.Add(-time.Minute), usedAt.UTC(), "a use is kept at its event's time")
-	var feedback []string
-	rows, err = pool.Query(ctx, `SELECT event_id FROM lab_feedback WHERE tenant_id = $1 ORDER BY event_id`, tenant)
-	require.NoError(t, err)
-	feedback, err = pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
+	feedback := testenv.Strings(t, pool, `SELECT event_id FROM lab_feedback WHERE tenant_id = $1 ORDER BY event_id`, tenant)
 	require.Equal(t, []string{batch[1].Event.ID(), "old-fresh"}, sorted(feedback),
 		"the negative feedback kept, the positive one not, the month-old row pruned, the stale event not stored")
 

@@ -17,7 +17,7 @@
 // as the system message, the query as the user message), a real and
 // independent call, run AGENTQ_LAB_CONCURRENCY at a time, and evaluated
 // through three tiers, fail-fast: structural (text, JSON, JSON matching a
-// schema; seed 002's shape by default), rules (seed 002's four rules and
+// schema; a built-in agent-response shape by default), rules (four built-in rules and
 // promptfoo-named assertions) and an LLM judge (internal/chat's rubric
 // prompt) under a token budget per experiment. Each trial is stored the
 // moment it finishes, as a step of the job, so an attempt after a crash,

@@ -14,7 +14,7 @@ import (
 // What a judge placeholder stands for.
 const (
 	// PlaceholderBudget: the experiment's judge budget was spent; the
-	// verdict is seed 002's neutral one (pass, score 0.5, "budget
+	// verdict is the neutral one (pass, score 0.5, "budget
 	// exhausted") and the report counts the trial as not judged.
 	PlaceholderBudget = "budget_exhausted"
 	// PlaceholderError: the judge could not give a verdict (it answered
@@ -23,7 +23,8 @@ const (
 	PlaceholderError = "judge_error"
 )
 
-// placeholderScore is seed 002's score of an unjudged trial.
+// placeholderScore is the score of an unjudged trial: the middle of the
+// scale.
 const placeholderScore = 0.5
 
 // judgeMaxTokens bounds a judge's answer: a verdict is a small JSON

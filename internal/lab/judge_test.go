@@ -20,7 +20,7 @@ import (
 func TestTiersFailFast(t *testing.T) {
 	w := newWorld(t)
 	w.start(w.cfg)
-	w.version("tiers", 1, `{"kind": "answer", "text": "{q}"}`)                               // not the seed's shape
+	w.version("tiers", 1, `{"kind": "answer", "text": "{q}"}`)                               // not the built-in shape
 	w.version("tiers", 2, `{"type": "answer", "message": "A great answer to {q}. Berlin."}`) // fails not-contains Berlin
 	w.version("tiers", 3, `{"type": "answer", "message": "A great answer to {q}."}`)         // passes; judged
 	w.version("tiers", 4, `A poor plain-text answer to {q}.`)                                // plain text: 0.5, a pass; the judge fails it
@@ -63,7 +63,7 @@ func TestTiersFailFast(t *testing.T) {
 }
 
 // TestJudgeBudget: the judge stops once its budget is spent, never
-// overshooting it by more than one call, and those trials get seed 002's
+// overshooting it by more than one call, and those trials get the
 // neutral verdict and are counted; with a provider that sends no usage
 // the tokens are counted locally, so the budget still holds.
 func TestJudgeBudget(t *testing.T) {

@@ -155,7 +155,7 @@ type rubricIn struct {
 	Description string  `json:"description"`
 }
 
-// Defaults of a request, from seed 002.
+// Defaults of a request.
 const (
 	defaultRepetitions = 1
 	defaultTemperature = 0.3

@@ -26,9 +26,9 @@ type TierResult struct {
 
 // Response formats the structural tier checks for.
 const (
-	// FormatAuto is seed 002's tier 1: JSON matching the schema scores 1,
+	// FormatAuto is the default tier 1: JSON matching the schema scores 1,
 	// plain text 0.5 (a pass), JSON not matching it 0.3 (a fail). The schema
-	// is the request's, else the version's, else the seed's shape.
+	// is the request's, else the version's, else the built-in shape.
 	FormatAuto = "auto"
 	// FormatText passes any non-empty response.
 	FormatText = "text"
@@ -39,17 +39,17 @@ const (
 	FormatJSONSchema = "json_schema"
 )
 
-// Structural scores of seed 002.
+// Structural scores of FormatAuto.
 const (
 	scoreShaped    = 1.0
 	scorePlainText = 0.5
 	scoreMisshaped = 0.3
 )
 
-// seedShape is the response shape of seed 002's tier 1: a type among the
-// agent's kinds, and a message (a summary for briefings). It is one
-// ready-made schema; a request or a version may give its own.
-const seedShape = `{
+// builtinShape is FormatAuto's response shape when none is given: a type
+// among the agent's kinds, and a message (a summary for briefings). It is
+// one ready-made schema; a request or a version may give its own.
+const builtinShape = `{
   "type": "object",
   "required": ["type"],
   "properties": {"type": {"enum": ["answer", "error", "action", "briefing", "clarification", "search"]}},
@@ -58,8 +58,8 @@ const seedShape = `{
   "else": {"required": ["message"]}
 }`
 
-var seedSchema = sync.OnceValue(func() *jsonschema.Schema {
-	s, err := compileSchema(json.RawMessage(seedShape))
+var builtinSchema = sync.OnceValue(func() *jsonschema.Schema {
+	s, err := compileSchema(json.RawMessage(builtinShape))
 	if err != nil {
 		panic(err) // a constant: the tests compile it
 	}
@@ -69,7 +69,7 @@ var seedSchema = sync.OnceValue(func() *jsonschema.Schema {
 // structural is a compiled tier-1 configuration.
 type structural struct {
 	format string
-	schema *jsonschema.Schema // nil: none (auto falls back to the seed's)
+	schema *jsonschema.Schema // nil: none (auto falls back to the built-in shape)
 }
 
 // eval is tier 1 on a response.
@@ -114,7 +114,7 @@ func (s structural) eval(resp string) TierResult {
 		}
 		schema := s.schema
 		if schema == nil {
-			schema = seedSchema()
+			schema = builtinSchema()
 		}
 		r.Pass, r.Score = true, scoreShaped
 		if ok, why := matches(schema); !ok {
@@ -124,22 +124,23 @@ func (s structural) eval(resp string) TierResult {
 	return r
 }
 
-// confirmation is a phrase that confirms a mutation (seed 002's rule 2).
+// confirmation is a phrase that confirms a mutation (the second built-in rule).
 var confirmation = regexp.MustCompile(`(?i)\b(done|complete[d]?|success(ful|fully)?|succeeded|created|updated|deleted|removed|saved|confirmed|applied|scheduled|sent|added|changed|cancell?ed)\b`)
 
-// questionOnly is a message that only asks (seed 002's rule 4): no
+// questionOnly is a message that only asks (the fourth built-in rule): no
 // sentence ends in anything but a question mark.
 var questionOnly = regexp.MustCompile(`^[^.!]*\?$`)
 
-// Seed 002's rule thresholds, in characters.
+// The built-in rules' thresholds, in characters.
 const (
 	minAnswerChars = 50
 	minErrorChars  = 20
 )
 
-// seedRules returns the seed's four rules that apply to resp for a query
-// of intent: only a JSON object with a type (the seed's shape) has them.
-func seedRules(resp, intent string) []ruleOutcome {
+// builtinRules returns the four built-in rules that apply to resp for a
+// query of intent: only a JSON object with a type (the built-in shape) has
+// them.
+func builtinRules(resp, intent string) []ruleOutcome {
 	v, ok := wholeJSON(resp)
 	if !ok {
 		return nil
@@ -196,13 +197,13 @@ type ruleOutcome struct {
 	reason string
 }
 
-// rulesTier is tier 2: the seed's rules that apply, then the assertions.
+// rulesTier is tier 2: the built-in rules that apply, then the assertions.
 // As in promptfoo, the score is the weighted share of what passed; the
 // tier passes when every rule and assertion of positive weight passes, or,
 // when threshold is set, when the score reaches it. Weight 0 records an
 // assertion without counting it. Nothing to check passes with score 1.
 func rulesTier(o observed, intent string, checks []check, threshold *float64) TierResult {
-	outcomes := seedRules(o.response, intent)
+	outcomes := builtinRules(o.response, intent)
 	for _, c := range checks {
 		pass, why := c.eval(o)
 		outcomes = append(outcomes, ruleOutcome{name: c.name, weight: c.weight, pass: pass, reason: why})

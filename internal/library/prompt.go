@@ -1,5 +1,5 @@
 // Package library is agentq's prompt library: immutable, content-hashed
-// prompt versions (seed 000), their text/template parameters, and labels.
+// prompt versions, their text/template parameters, and labels.
 //
 // A version never changes once stored: the same content, type and
 // parameters again for an existing id and version is a no-op, different
@@ -48,7 +48,7 @@ type Prompt struct {
 	CreatedAt   time.Time       `json:"created_at"`
 }
 
-// hashInput is seed 000's hashed payload: id, version, content and type.
+// hashInput is the hashed payload: id, version, content and type.
 type hashInput struct {
 	ID      string `json:"id"`
 	Version int    `json:"version"`
@@ -56,7 +56,7 @@ type hashInput struct {
 	Type    string `json:"type"`
 }
 
-// Hash is a version's content hash (seed 000's ComputeHash): lowercase hex
+// Hash is a version's content hash: lowercase hex
 // SHA-256 of the JSON of {id, version, content, type}, encoded by Go's
 // encoding/json (which escapes <, > and & in strings, and U+2028 and
 // U+2029 as \u2028 and \u2029: agents computing the hash elsewhere must do

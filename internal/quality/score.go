@@ -4,7 +4,7 @@
 // consecutive-failure count and a composite quality score that is honest
 // about few observations.
 //
-// The composite score (seed 001: success rate × average rating) uses
+// The composite score (success rate × average rating) uses
 // posterior means instead of raw averages, so one lucky or unlucky call does
 // not swing it:
 //

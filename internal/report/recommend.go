@@ -6,8 +6,9 @@ import (
 	"strings"
 )
 
-// seedBand is seed 002's confidence band for a pass-rate gap (a fraction).
-func seedBand(gap float64) Confidence {
+// gapBand is the confidence band of a pass-rate gap (a fraction) alone,
+// before the statistics have their say.
+func gapBand(gap float64) Confidence {
 	points := math.Round(gap*100*tieScale) / tieScale
 	switch {
 	case points > highBandPoints:
@@ -48,7 +49,7 @@ func recommend(in Input, versions []Version, comps []Comparison, accs []*acc) Re
 		c, cand := comps[best], versions[best+1]
 		rec.Version = cand.Version
 		rec.QueriesNeeded = c.QueriesNeeded
-		band := seedBand(c.PassRateDiff)
+		band := gapBand(c.PassRateDiff)
 		stat := Medium
 		switch {
 		case c.Significant:
@@ -77,7 +78,7 @@ func recommend(in Input, versions []Version, comps []Comparison, accs []*acc) Re
 				bestPass = math.Max(bestPass, versions[i+1].PassRate)
 			}
 		}
-		band := seedBand(base.PassRate - bestPass)
+		band := gapBand(base.PassRate - bestPass)
 		stat := Medium
 		switch {
 		case allWorse:

@@ -3,9 +3,9 @@
 // rates, paired comparisons of each candidate with the baseline, and a
 // recommendation whose confidence is honest about noise.
 //
-// Aggregates follow seed 002 (pass rate, average score, duration, tokens,
-// error rate, per-tier breakdown, tool usage, weighted score
-// 0.6·pass rate + 0.4·average score). On top of them:
+// The aggregates are the usual ones of a prompt experiment (pass rate,
+// average score, duration, tokens, error rate, per-tier breakdown, tool
+// usage, weighted score 0.6·pass rate + 0.4·average score). On top of them:
 //
 //   - Each pass rate has a Wilson 95 % interval over the effective number of
 //     trials (repetitions of one query are correlated; see effectiveN).
@@ -21,8 +21,8 @@
 //     tests would let the false-positive rate creep past Alpha; putting both
 //     in the Holm family keeps "significant" anywhere in the report at or
 //     below Alpha whatever the dependence between the tests.
-//   - Confidence is the lower of two bands. The seed's band on the pass-rate
-//     gap (HIGH over 10 points, MEDIUM 5 to 10, LOW under 5) and a
+//   - Confidence is the lower of two bands. A band on the pass-rate gap
+//     alone (HIGH over 10 points, MEDIUM 5 to 10, LOW under 5) and a
 //     statistical band: HIGH when significant, LOW when the sample cannot
 //     tell (the queries needed to detect the observed pass-rate difference at
 //     80 % power exceed the queries paired), MEDIUM otherwise.
@@ -41,13 +41,13 @@ import (
 	"slices"
 )
 
-// Weights of the seed's weighted score.
+// Weights of the weighted score.
 const (
 	PassRateWeight = 0.6
 	ScoreWeight    = 0.4
 )
 
-// Thresholds of the seed's confidence bands, in pass-rate points.
+// Thresholds of the gap band (gapBand), in pass-rate points.
 const (
 	highBandPoints   = 10
 	mediumBandPoints = 5
@@ -167,7 +167,7 @@ type Version struct {
 
 	// PassRateCI is the Wilson 95 % interval of PassRate.
 	PassRateCI Interval `json:"pass_rate_ci"`
-	// WeightedScore is 0.6·PassRate + 0.4·AvgScore (seed 002).
+	// WeightedScore is 0.6·PassRate + 0.4·AvgScore.
 	WeightedScore float64 `json:"weighted_score"`
 	// TierDetail says, per tier that ran, how many trials reached it, and
 	// its pass rate and average score over those trials. A tier runs only

@@ -131,7 +131,7 @@ func TestBuildAggregates(t *testing.T) {
 
 	r := rep.Recommendation
 	require.Equal(t, 2, r.Version)
-	// The seed's band alone would say HIGH (+50 points); two queries
+	// The gap band alone would say HIGH (+50 points); two queries
 	// cannot tell, so LOW.
 	require.Equal(t, report.Low, r.Confidence)
 	require.Equal(t, &need, r.QueriesNeeded)
@@ -174,7 +174,7 @@ func TestBuildRecommendation(t *testing.T) {
 		},
 		{
 			// +8 points, 8 discordant queries all one way: p = 2/256,
-			// significant after Holm, but the seed's band for 5–10 points
+			// significant after Holm, but the gap band for 5–10 points
 			// caps it at MEDIUM. (80 % power would take
 			// (2.2414·√0.08 + 0.8416·√0.0736)² / 0.08² = 116.2 queries:
 			// this sample was lucky, not large.)
@@ -183,7 +183,7 @@ func TestBuildRecommendation(t *testing.T) {
 			wantPassTest: "exact McNemar test (sign test on discordant queries)", wantSignif: true, wantHolmBelow: 0.05,
 		},
 		{
-			// +10 points from one query of ten: the seed says MEDIUM; the
+			// +10 points from one query of ten: the gap band says MEDIUM; the
 			// sample needs (2.2414·√0.1 + 0.8416·√0.09)²/0.01 = 92.4 queries.
 			name: "too few queries: LOW", in: oneShot(10, 4, 5),
 			wantVersion: 2, wantConf: report.Low, wantNeed: 93, wantReason: "not significant",
@@ -315,7 +315,7 @@ func TestBuildIsDeterministic(t *testing.T) {
 
 // Extensions lists the report's fields that experiment.completed.v1 does not
 // have yet; without them the report is valid against today's schema.
-// extensions are the fields the report adds to the seed's: experiment
+// extensions are the fields the report adds to the plain aggregates: experiment
 // completed's schema describes them (and the schema's nested objects admit
 // nothing else), so a report is checked whole.
 var extensions = struct{ report, version, recommendation []string }{

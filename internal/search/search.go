@@ -84,7 +84,7 @@ func (w Weights) score(c Components) float64 {
 	return w.Similarity*c.Similarity + w.Quality*c.Quality + w.Recency*c.Recency + w.Usage*c.Usage
 }
 
-// Defaults of Options (seeds 000 and 001).
+// Defaults of Options.
 const (
 	DefaultPromptK           = 20
 	DefaultPromptLimit       = 5
@@ -105,8 +105,9 @@ const (
 	DefaultArmsApart         = 1
 )
 
-// DefaultPromptWeights and DefaultToolWeights are seed 000's and seed
-// 001's weights.
+// DefaultPromptWeights and DefaultToolWeights weigh a prompt's and a
+// tool's signals: similarity first, then quality, recency and (for
+// prompts) usage.
 var (
 	DefaultPromptWeights = Weights{Similarity: 0.4, Quality: 0.3, Recency: 0.2, Usage: 0.1}
 	DefaultToolWeights   = Weights{Similarity: 0.5, Quality: 0.35, Recency: 0.15}
