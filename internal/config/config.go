@@ -95,7 +95,7 @@ type Alerts struct {
 }
 
 // Search configures the indexer's search service (AGENTQ_SEARCH_*): its
-// three stages of retrieval, ranking and rendering.
+// retrieve candidates, re-rank them by weighted signals, return the top.
 type Search struct {
 	PromptK, PromptLimit int           // candidates retrieved, results returned
 	ToolK, ToolLimit     int           //
