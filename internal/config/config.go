@@ -94,8 +94,9 @@ type Alerts struct {
 	WebhookGiveUp  time.Duration // oldest alert still retried
 }
 
-// Search configures the indexer's search service (AGENTQ_SEARCH_*): its
-// retrieve candidates, re-rank them by weighted signals, return the top.
+// Search configures the indexer's search service (AGENTQ_SEARCH_*), which
+// retrieves candidates, re-ranks them by weighted signals and returns the
+// top.
 type Search struct {
 	PromptK, PromptLimit int           // candidates retrieved, results returned
 	ToolK, ToolLimit     int           //
