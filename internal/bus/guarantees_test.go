@@ -52,15 +52,21 @@ func TestRunnerCountsFailuresNotDeliveries(t *testing.T) {
 
 // A handler slower than AckWait must not see its buffered messages
 // redelivered: everything the runner holds is kept alive with InProgress.
+// Two batches of two: the first is in hand for 1.5 AckWaits while the
+// second waits, held, and is then in hand as long. The runner tells the
+// server three times per AckWait; AckWait is long enough (3s) that a
+// loaded machine stalling the runner for a second does not miss all of
+// them.
 func TestRunnerKeepsHeldMessagesAlive(t *testing.T) {
 	n := testenv.StartNATS(t)
+	const ackWait = 3 * time.Second
 	var mu sync.Mutex
 	calls := map[string]int{}
 	var maxDelivered uint64
 	h := func(ctx context.Context, batch []*bus.Delivery) []error {
 		// Slow work, as an LLM call is: 1.5 AckWaits per batch.
 		select {
-		case <-time.After(1500 * time.Millisecond):
+		case <-time.After(ackWait * 3 / 2):
 		case <-ctx.Done():
 		}
 		mu.Lock()
@@ -71,15 +77,15 @@ func TestRunnerKeepsHeldMessagesAlive(t *testing.T) {
 		}
 		return nil
 	}
-	for range 6 {
+	for range 4 {
 		publish(t, n.JS, toolMsg(t, "acme", "slow"))
 	}
-	startRunner(t, n, h, bus.RunnerOptions{Consumer: "slow", BatchSize: 2, AckWait: time.Second, HandlerTimeout: 10 * time.Second})
-	testenv.Eventually(t, 30*time.Second, func() bool {
+	startRunner(t, n, h, bus.RunnerOptions{Consumer: "slow", BatchSize: 2, AckWait: ackWait, HandlerTimeout: 4 * ackWait})
+	testenv.Eventually(t, 60*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(calls) == 6
-	}, "all six events handled")
+		return len(calls) == 4
+	}, "all four events handled")
 	cons, err := n.JS.Consumer(context.Background(), bus.StreamName, "slow")
 	require.NoError(t, err)
 	testenv.Eventually(t, 5*time.Second, func() bool {

@@ -264,7 +264,11 @@ func TestTemplateRendersConcurrently(t *testing.T) {
 			defer wg.Done()
 			for i := range 200 {
 				s := fmt.Sprint(g, "-", i)
-				lim := library.Limits{MaxOutput: 1 + g%2*100} // odd goroutines fit, even ones do not
+				// Odd goroutines fit, even ones do not. The time limit is
+				// far away: a goroutine descheduled on a loaded machine
+				// (16 of them, under the race detector) must not be
+				// stopped at it; only MaxOutput differs between them.
+				lim := library.Limits{MaxOutput: 1 + g%2*100, Timeout: time.Minute}
 				out, err := tmpl.Render(context.Background(), params, map[string]any{"Items": []any{s, s}, "S": s}, lim)
 				switch {
 				case g%2 == 0 && !errors.Is(err, library.ErrRenderLimit):

@@ -509,14 +509,21 @@ func TestLongOutputs(t *testing.T) {
 	})
 }
 
-// When calls run slower than a batch's time allows, the events whose
+// When calls may run slower than a batch's time allows, the events whose
 // rating could not end in time are handed back unrated (an excused nak),
 // not cut off mid-call: every event is rated by exactly one call, and no
 // failure is counted.
+//
+// What is handed back depends on the calls' worst case, not on how long
+// they take: batches of 4 (two rounds of 10s calls fit in four fifths of
+// 25s), of which the first wave of 2 starts and the others would not end
+// in time (21s from now is past 20s from the batch's start). The calls
+// themselves take 0.7s, far from any timeout, so a loaded machine does
+// not turn one into an outage (answered unavailable, and called again).
 func TestSlowBatchHandsBackWhatCannotFinish(t *testing.T) {
 	r := newRig(t, true)
-	r.cfg.HandlerTimeout = 3 * time.Second
-	r.cfg.Rater.Timeout = time.Second // one event's worst case: 3s
+	r.cfg.HandlerTimeout = 25 * time.Second
+	r.cfg.Rater.Timeout = 10 * time.Second // one event's worst case: 2 × 10s + 1s
 	r.cfg.Rater.Concurrency = 2
 	r.srv.SetResponder(providertest.Fixed(`{"relevance": 1, "correctness": 1, "reason": "ok"}`))
 	r.srv.SetLatency(700 * time.Millisecond)

@@ -44,10 +44,17 @@ var hostile = map[string]string{
 // Many concurrent prompts.get of hostile prompts on one copy do not keep
 // another tenant's prompts.get from being answered: each hostile render
 // stops at its limit and is answered render_limit, and the victim's
-// request is answered with its rendering.
+// request, queued behind them for a slot, is answered with its rendering.
+//
+// Unlimited, the hostile renderings would hold every slot for hours
+// (2^40 template calls, 10^12 loop iterations), and the victim would be
+// answered timeout. The service's timeout is set far above what limited
+// renderings take, even on a loaded machine, so a rendering in the
+// victim's reply, not a time measured here, is what shows the slots were
+// handed back.
 func TestHostileRendersDoNotStarveOtherTenants(t *testing.T) {
 	n := testenv.StartNATS(t)
-	const timeout = 2 * time.Second
+	const timeout = 30 * time.Second
 	f := newFixture(t, lexical, search.Options{GetCacheSize: -1})
 	attacker, victim, w := testenv.Tenant(t), testenv.Tenant(t), word(t)
 	for name, content := range hostile {
@@ -67,7 +74,7 @@ func TestHostileRendersDoNotStarveOtherTenants(t *testing.T) {
 	t.Cleanup(client.Close)
 
 	get := func(tenant string, req search.GetRequest) (search.GetResponse, time.Duration, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Second) // the service answers first
 		defer cancel()
 		start := time.Now()
 		var r search.GetResponse
@@ -104,11 +111,11 @@ func TestHostileRendersDoNotStarveOtherTenants(t *testing.T) {
 	r, took, err := get(victim, search.GetRequest{ID: "greet-" + w, Params: map[string]any{"name": "Ada"}})
 	require.NoError(t, err, "after %s", took)
 	require.Equal(t, ptr("Hello Ada"), r.Rendered)
-	require.Less(t, took, timeout)
+	t.Logf("the victim was answered after %s", took)
 
 	codes := map[string]int{}
 	for range sent {
-		msg, err := replies.NextMsg(10 * time.Second)
+		msg, err := replies.NextMsg(timeout + 10*time.Second) // each is answered by its timeout
 		require.NoError(t, err, "every hostile request is answered; codes so far %v", codes)
 		i := idx(t, msg.Subject)
 		var body struct {

@@ -12,11 +12,19 @@ import (
 // Proxy forwards TCP connections to a target and can be taken down — every
 // live connection cut, new ones refused — and brought back on the same
 // address, so tests can make a database "go away for a while".
+//
+// While it is down, the proxy keeps its address bound without listening
+// (connections are still refused), so the port is not handed to anything
+// else meanwhile: not to another test's listener on port 0, nor as the
+// source port of a connection, such as a client of the proxy dialling it
+// again from that very port and connecting to itself. Either would make
+// Up fail with "address already in use".
 type Proxy struct {
 	target string
 	addr   string
 	mu     sync.Mutex
 	ln     net.Listener
+	held   io.Closer // while down: the address, bound and not listening
 	conns  map[net.Conn]struct{}
 }
 
@@ -30,7 +38,7 @@ func StartProxy(t testing.TB, target string) *Proxy {
 	}
 	p.addr = ln.Addr().String()
 	p.serve(ln)
-	t.Cleanup(p.Down)
+	t.Cleanup(p.close)
 	return p
 }
 
@@ -48,13 +56,17 @@ func (p *Proxy) RewriteURL(t testing.TB, raw string) string {
 	return u.String()
 }
 
-// Down closes the listener and cuts every connection.
+// Down closes the listener, keeping the address, and cuts every
+// connection.
 func (p *Proxy) Down() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ln != nil {
 		_ = p.ln.Close()
 		p.ln = nil
+		// Best effort: without it, Up works as long as nothing took the
+		// port meanwhile.
+		p.held, _ = holdAddr(p.addr)
 	}
 	for c := range p.conns {
 		_ = c.Close()
@@ -73,12 +85,29 @@ func (p *Proxy) Up(t testing.TB) {
 // Restore is Up for a goroutine other than the test's: it returns the
 // error instead of failing the test.
 func (p *Proxy) Restore() error {
+	p.release()
 	ln, err := net.Listen("tcp", p.addr)
 	if err != nil {
 		return fmt.Errorf("proxy relisten on %s: %w", p.addr, err)
 	}
 	p.serve(ln)
 	return nil
+}
+
+// release gives up the address held while down.
+func (p *Proxy) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held != nil {
+		_ = p.held.Close()
+		p.held = nil
+	}
+}
+
+// close is Down for good, at the end of the test.
+func (p *Proxy) close() {
+	p.Down()
+	p.release()
 }
 
 func (p *Proxy) serve(ln net.Listener) {
