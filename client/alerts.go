@@ -130,7 +130,7 @@ func decodeAlert(m jetstream.Msg) (Alert, bool) {
 		return Alert{}, false
 	}
 	var a Alert
-	if err := json.Unmarshal(ev.Data(), &a); err != nil {
+	if err := bus.DecodeData(ev.Data(), &a); err != nil {
 		return Alert{}, false
 	}
 	a.Data = json.RawMessage(ev.Data())

@@ -287,7 +287,7 @@ func (pc *promptCache) heard(m *nats.Msg) {
 	}
 	ev, err := bus.Decode(m.Header, m.Data)
 	if err == nil {
-		err = json.Unmarshal(ev.Data(), &data)
+		err = bus.DecodeData(ev.Data(), &data)
 	}
 	pc.stats.pushes.Add(1)
 	if err != nil || data.ID == "" {

@@ -172,7 +172,7 @@ func runAlerts(ctx context.Context, e Env, cfg config.Config, _ zerolog.Logger, 
 		if meta != nil {
 			a.Time, a.Sequence = meta.Timestamp, meta.Sequence.Stream
 		}
-		if err := json.Unmarshal(ev.Data(), &a.Data); err != nil {
+		if err := bus.DecodeData(ev.Data(), &a.Data); err != nil {
 			printed--
 			continue
 		}

@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"container/list"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -192,7 +191,7 @@ func (th *tenantHealth) apply(m jetstream.Msg) {
 		return
 	}
 	var d transition
-	if err := json.Unmarshal(ev.Data(), &d); err != nil || d.ToolName == "" {
+	if err := bus.DecodeData(ev.Data(), &d); err != nil || d.ToolName == "" {
 		return
 	}
 	if cur, ok := th.tools[d.ToolName]; ok && cur.version >= d.Version {

@@ -2,7 +2,6 @@ package search
 
 import (
 	"container/list"
-	"encoding/json"
 	"strings"
 	"sync"
 	"time"
@@ -184,7 +183,7 @@ func (s *Searcher) FollowPromptChanges(nc *nats.Conn) (func(), error) {
 		}
 		ev, err := bus.Decode(m.Header, m.Data)
 		if err == nil {
-			err = json.Unmarshal(ev.Data(), &data)
+			err = bus.DecodeData(ev.Data(), &data)
 		}
 		if err != nil || data.ID == "" {
 			// Not one we can read: forget everything of the tenant's
