@@ -234,22 +234,24 @@ func NewRunner(js jetstream.JetStream, schema Validator, handler BatchHandler, o
 	for _, r := range ReasonCodes {
 		obs.deadLetters[r] = metrics.deadLetters.WithLabelValues(opts.Consumer, r)
 	}
-	log = log.With().Str("consumer", opts.Consumer).Logger()
-	return &Runner{
-		js: js, schema: schema, handler: handler, opts: opts, metrics: obs, log: log,
-		ledger: &ledger{js: js, consumer: opts.Consumer, log: log},
-	}, nil
+	r := &Runner{js: js, schema: schema, handler: handler, opts: opts, metrics: obs}
+	return r.withLog(log.With().Str("consumer", opts.Consumer).Logger()), nil
 }
 
-// lane returns a runner for lane i of r: the same consumer, handler and
-// series, with state of its own (ledger cache, outage count, naks), so
-// lanes share nothing a lane changes.
-func (r *Runner) lane(i int) *Runner {
-	log := r.log.With().Int("lane", i).Logger()
+// withLog returns a runner with r's consumer, handler and series, logging
+// to log, and state of its own: a ledger (and its cache), no outages, no
+// queued naks.
+func (r *Runner) withLog(log zerolog.Logger) *Runner {
 	return &Runner{
 		js: r.js, schema: r.schema, handler: r.handler, opts: r.opts, metrics: r.metrics, log: log,
 		ledger: &ledger{js: r.js, consumer: r.opts.Consumer, log: log},
 	}
+}
+
+// lane returns a runner for lane i of r: the same consumer, handler and
+// series, with state of its own, so lanes share nothing a lane changes.
+func (r *Runner) lane(i int) *Runner {
+	return r.withLog(r.log.With().Int("lane", i).Logger())
 }
 
 // EnsureConsumer creates or updates the durable consumer. The delivery

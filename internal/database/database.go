@@ -217,15 +217,13 @@ func queueClaim(b *pgx.Batch, consumer string, keys []InboxKey) *claim {
 	tenants := make([]string, 0, len(q.owner))
 	ids := make([]string, 0, len(q.owner))
 	seqs := make([]int64, 0, len(q.owner))
-	q.bySeq = make(map[int64]int, len(q.owner))
+	bySeq := make(map[int64]int, len(q.owner))
 	for _, i := range q.owner {
 		tenants, ids, seqs = append(tenants, keys[i].Tenant), append(ids, keys[i].EventID), append(seqs, int64(keys[i].Seq))
-		if _, dup := q.bySeq[int64(keys[i].Seq)]; keys[i].Seq == 0 || dup {
-			q.bySeq = nil
-		}
-		if q.bySeq != nil {
-			q.bySeq[int64(keys[i].Seq)] = i
-		}
+		bySeq[int64(keys[i].Seq)] = i
+	}
+	if _, unknown := bySeq[0]; !unknown && len(bySeq) == len(q.owner) {
+		q.bySeq = bySeq // every owner has a sequence of its own
 	}
 	returning := "tenant_id, event_id"
 	if q.bySeq != nil {
